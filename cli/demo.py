@@ -1,0 +1,160 @@
+"""`tether demo`: N seeded episodes of the scripted expert through the ROS 2 loop, headless.
+
+Starts sim_bridge and policy_server as separate processes (Fast DDS, shared-memory profile),
+drives episodes through ~/start_episode, and writes DIR/summary.json (success_rate,
+episodes, control_hz, latency_ms p50/p99), latency_hist.png and an MP4 of episode 0.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.core.config import load_config
+from tether.core.errors import TetherError
+from tether.core.timing import percentiles_ms
+
+DEMO_OVERRIDES = ["episodes.autostart=false", "episodes.auto_reset=false"]
+
+
+def run_demo(config: str, overrides: list[str], out: str | None, video: bool = True) -> int:
+    from tether_ros.graph import GraphProcesses, graph_env, plan_graph
+
+    overrides = [*overrides, *DEMO_OVERRIDES]
+    cfg = load_config(config, overrides)
+    out_dir = Path(out) if out else Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = graph_env(cfg)
+    nodes = plan_graph(config, overrides)
+    n = cfg.episodes.count
+    print(
+        f"tether demo: {n} episodes of {cfg.task.type} with {cfg.policy.type} in {cfg.sim.type} at "
+        f"{cfg.sim.control_hz:g} Hz ({cfg.ros.rate_mode}) over ROS 2 -> {out_dir}"
+    )
+    with GraphProcesses(nodes, env, out_dir / "logs") as graph:
+        results, frames = _supervise(cfg, graph, env, record_camera=video)
+    summary = summarize(cfg, results)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    all_lat = [x for r in results for x in r.get("latency_ms", [])]
+    (out_dir / "latency_ms.json").write_text(json.dumps(all_lat))
+    from tether.cli.report import latency_histogram
+
+    latency_histogram(all_lat, out_dir / "latency_hist.png",
+                      title=f"obs->action latency over ROS 2 ({len(all_lat)} steps)")
+    if frames:
+        from tether.cli.report import write_mp4
+
+        fps = cfg.sim.cameras[0].fps if cfg.sim.cameras else 30
+        write_mp4(frames, out_dir / "episode_000.mp4", fps=fps)
+    lat = summary["latency_ms"]
+    print(
+        f"success {summary['successes']}/{n} ({100 * summary['success_rate']:.0f}%), "
+        f"control {summary['control_hz']:.1f} Hz (target {cfg.sim.control_hz:g}), "
+        f"obs->action latency p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms"
+    )
+    print(f"wrote {out_dir}/summary.json, latency_hist.png" + (", episode_000.mp4" if frames else ""))
+    return 0
+
+
+def summarize(cfg: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
+    steps = sum(r["steps"] for r in results)
+    wall = sum(r["wall_s"] for r in results)
+    lat = percentiles_ms([x for r in results for x in r.get("latency_ms", [])])
+    return {
+        "experiment": cfg.name,
+        "episodes": len(results),
+        "successes": sum(r["success"] for r in results),
+        "success_rate": sum(r["success"] for r in results) / max(1, len(results)),
+        "control_hz": steps / wall if wall > 0 else float("nan"),
+        "target_hz": cfg.sim.control_hz,
+        "rate_mode": cfg.ros.rate_mode,
+        "latency_ms": lat,
+        "per_episode": [{k: v for k, v in r.items() if k != "latency_ms"} for r in results],
+    }
+
+
+def _supervise(cfg: Any, graph: Any, env: dict[str, str], record_camera: bool):
+    """A node in this process that starts each episode and collects its end status."""
+    import os
+
+    import rclpy
+    from rclpy.node import Node
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+    from std_srvs.srv import Trigger
+
+    from tether_ros import conversions as conv
+    from tether_ros import interface as itf
+
+    # this process talks to the graph with the same DDS settings as the nodes
+    for key in ("RMW_IMPLEMENTATION", "FASTRTPS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID"):
+        if key in env:
+            os.environ[key] = env[key]
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node("demo_supervisor", namespace=cfg.ros.namespace or None, context=ctx)
+    from rclpy.executors import SingleThreadedExecutor
+
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    events: list[dict[str, Any]] = []
+    frames: list[np.ndarray] = []
+    recording = {"on": False}
+    node.create_subscription(String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS)
+    cam = cfg.sim.cameras[0].name if (record_camera and cfg.sim.cameras) else None
+    if cam:
+        def _on_image(msg: Image) -> None:
+            if recording["on"]:
+                frames.append(conv.image_to_array(msg).copy())
+
+        node.create_subscription(Image, itf.image_topic(cam), _on_image, itf.SENSOR_QOS)
+    start = node.create_client(Trigger, "sim_bridge/start_episode")
+
+    def spin_until(pred: Any, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not pred():
+            dead = graph.dead()
+            if dead:
+                name, rc = dead[0]
+                raise TetherError(f"node {name} exited with code {rc} while waiting for {what}:\n"
+                                  + graph.log_tail(name))
+            if time.monotonic() > deadline:
+                raise TetherError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            ex.spin_once(timeout_sec=0.05)
+
+    results: list[dict[str, Any]] = []
+    try:
+        spin_until(lambda: start.service_is_ready(), 90.0, "the sim bridge to come up")
+        # the policy server must be listening before the first observation goes out
+        spin_until(lambda: node.count_subscribers(itf.JOINT_STATES) >= 1 and
+                   node.count_publishers(itf.JOINT_TRAJECTORY) >= 1, 90.0, "the policy server")
+        ep_wall_limit = 60.0 + 20.0 * float(getattr(cfg.task, "max_duration_s", 10.0))
+        for k in range(cfg.episodes.count):
+            recording["on"] = k == 0 and cam is not None
+            future = start.call_async(Trigger.Request())
+            spin_until(future.done, 30.0, "start_episode")
+            seen = len(results)
+            spin_until(lambda: _ends(events) > seen, ep_wall_limit, f"episode {k}")
+            recording["on"] = False
+            r = [e for e in events if e["event"] == "end"][seen]
+            results.append(r)
+            lat = percentiles_ms(r["latency_ms"])
+            print(
+                f"  episode {k + 1}/{cfg.episodes.count} seed {r['seed']}: "
+                f"{'success' if r['success'] else 'FAIL   '} {r['sim_time_s']:.2f} s sim, "
+                f"{r['steps']} steps, {r['control_hz'] or 0:.1f} Hz, "
+                f"latency p50 {lat['p50']:.2f} / p99 {lat['p99']:.2f} ms",
+                flush=True,
+            )
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+    return results, frames
+
+
+def _ends(events: list[dict[str, Any]]) -> int:
+    return sum(1 for e in events if e["event"] == "end")

@@ -1,0 +1,173 @@
+"""Experiment configs: YAML files under configs/, validated by pydantic, with dotted
+command-line overrides (``policy.steps=10``). Every error is one line naming the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tether.core import registry
+from tether.core.errors import ConfigError
+from tether.core.safety import SafetyConfig
+
+
+class ComponentConfig(BaseModel):
+    """Base of every registry-typed section: ``type`` picks the implementation."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+
+
+class RosConfig(BaseModel):
+    """How the ROS 2 graph runs."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: str = ""
+    # lockstep: the sim steps as soon as the action for the last observation arrives
+    # (fastest, deterministic); realtime: the sim steps on a wall-clock timer at control_hz
+    rate_mode: Literal["lockstep", "realtime"] = "realtime"
+    # Fast DDS XML profile, relative to the repository (shared-memory transport for images)
+    dds_profile: str | None = "configs/dds/fastdds_shm.xml"
+    # in lockstep, how long the sim waits for an action before stepping with the watchdog
+    lockstep_timeout_s: float = Field(0.5, gt=0)
+    domain_id: int | None = Field(None, ge=0, le=232)
+
+
+class EpisodesConfig(BaseModel):
+    """Episode control: seeds are ``seed + k`` for the k-th reset since start."""
+
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(10, ge=1)
+    seed: int = 0
+    # start stepping as soon as the sim bridge is up (tether up); the demo starts episodes itself
+    autostart: bool = True
+    # after an episode ends, reset and start the next one
+    auto_reset: bool = True
+
+
+class ExperimentConfig(BaseModel):
+    """One experiment: which robot, simulator, task and policy, and how they run."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    robot: str = "panda"
+    sim: ComponentConfig
+    task: ComponentConfig
+    policy: ComponentConfig
+    safety: SafetyConfig = Field(default_factory=SafetyConfig)
+    ros: RosConfig = Field(default_factory=RosConfig)
+    episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
+
+
+TYPED_SECTIONS = ("sim", "task", "policy")
+
+
+def _format_error(source: str, exc: ValidationError, prefix: str = "") -> str:
+    errors = exc.errors()
+    first = errors[0]
+    loc = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "")
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (misspelled?)"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    elif "input" in first and not isinstance(first["input"], dict | list):
+        msg = f"{msg} (got {first['input']!r})"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    where = f"{source}: " if source else ""
+    return f"{where}{loc or '<root>'}: {msg}{more}"
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as YAML: ``10`` -> int, ``true`` -> bool, ``[1, 2]`` -> list."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with ``a.b.c=value`` overrides applied."""
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override '{item}' must look like section.field=value")
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override '{item}': '{part}' is not a section")
+            node = child
+        node[parts[-1]] = parse_value(raw)
+    return out
+
+
+def parse_experiment(data: Any, source: str = "") -> ExperimentConfig:
+    """Validate a dict into an ExperimentConfig, each typed section by its registered class."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source or 'config'}: expected a mapping of sections at the top level")
+    data = dict(data)
+    for section in TYPED_SECTIONS:
+        raw = data.get(section)
+        if raw is None:
+            continue
+        if not isinstance(raw, dict) or "type" not in raw:
+            raise ConfigError(f"{source}: {section}.type: required field is missing")
+        try:
+            cls = registry.config_class(section, str(raw["type"]))
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {section}.type: {exc}") from None
+        cls = cls or ComponentConfig
+        try:
+            data[section] = cls.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(_format_error(source, exc, section)) from None
+    try:
+        cfg = ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(source, exc)) from None
+    try:
+        registry.entry("robot", cfg.robot)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: robot: {exc}") from None
+    return cfg
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}:" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{p}:{line} could not parse YAML ({problem})") from None
+    if data is None:
+        raise ConfigError(f"{p}: the file is empty")
+    return data
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Load an experiment YAML, apply dotted overrides, validate. Raises ConfigError."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    return parse_experiment(apply_overrides(data, overrides or []), str(path))
+
+
+def dump_config(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Plain dict of a config, typed sections included (round-trips through parse)."""
+    out = cfg.model_dump(mode="json", exclude={"sim", "task", "policy"})
+    for section in TYPED_SECTIONS:
+        out[section] = getattr(cfg, section).model_dump(mode="json")
+    return out

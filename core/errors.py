@@ -1,0 +1,25 @@
+"""Errors a user can cause. Each carries one sentence meant to be printed as it is."""
+
+from __future__ import annotations
+
+
+class TetherError(Exception):
+    """Base class: the message is one clear sentence for the user."""
+
+
+class ConfigError(TetherError):
+    """A config file or override is missing, malformed or has a bad value."""
+
+
+class InvalidCommand(TetherError):
+    """A command (action, trajectory) was rejected before reaching the robot."""
+
+
+class MissingDependency(TetherError):
+    """An optional dependency is not installed; the message says what to install."""
+
+    def __init__(self, package: str, extra: str, what: str) -> None:
+        super().__init__(
+            f"{what} needs the '{package}' package: pip install 'tether[{extra}]' "
+            f"(or run `make setup`)."
+        )

@@ -1,0 +1,30 @@
+"""Helpers that turn an ExperimentConfig into the objects every layer shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.core import registry
+from tether.core.config import ExperimentConfig
+from tether.core.spec import RobotSpec
+
+
+def robot_spec(cfg: ExperimentConfig) -> RobotSpec:
+    """The RobotSpec of the experiment's robot at the simulator's control rate and cameras."""
+    factory = registry.load("robot", cfg.robot)
+    return factory(control_hz=cfg.sim.control_hz, cameras=tuple(getattr(cfg.sim, "cameras", ())))
+
+
+def build_task(cfg: ExperimentConfig) -> Any:
+    return registry.build("task", cfg.task)
+
+
+def build_policy(cfg: ExperimentConfig, spec: RobotSpec | None = None) -> Any:
+    """The experiment's policy, built for ``spec`` (default: robot_spec(cfg))."""
+    return registry.build("policy", cfg.policy, spec or robot_spec(cfg), cfg.task)
+
+
+def max_episode_steps(cfg: ExperimentConfig) -> int:
+    """Episode length limit in control steps (task.max_duration_s at sim.control_hz)."""
+    duration = float(getattr(cfg.task, "max_duration_s", 10.0))
+    return max(1, round(duration * cfg.sim.control_hz))

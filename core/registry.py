@@ -1,0 +1,85 @@
+"""A registry of implementations keyed by the YAML ``type:`` field; imports lazily.
+
+Entries are "module:attribute" strings, so listing or validating a config never imports a
+simulator or torch: only building does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from tether.core.errors import ConfigError
+
+KINDS = ("robot", "sim", "task", "policy")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``config``: pydantic class validating the YAML section (a light import);
+    ``target``: the class or factory that builds the thing from that config."""
+
+    config: str | None
+    target: str
+
+
+_REGISTRY: dict[str, dict[str, Entry]] = {
+    "robot": {
+        "panda": Entry(None, "tether.sim.robots.panda:panda_spec"),
+    },
+    "sim": {
+        "mujoco": Entry("tether.sim.mujoco.config_mujoco:MujocoConfig",
+                        "tether.sim.mujoco.backend:MujocoBackend"),
+    },
+    "task": {
+        "reach": Entry("tether.sim.tasks.config_tasks:ReachConfig", "tether.sim.tasks.reach:ReachTask"),
+        "lift": Entry("tether.sim.tasks.config_tasks:LiftConfig", "tether.sim.tasks.lift:LiftTask"),
+    },
+    "policy": {
+        "scripted_expert": Entry("tether.sim.experts.config_expert:ScriptedExpertConfig",
+                                 "tether.sim.experts.expert:ScriptedExpert"),
+        "hold": Entry("tether.core.policies:HoldPolicyConfig", "tether.core.policies:HoldPolicy"),
+    },
+}
+
+
+def register(kind: str, type_: str, target: str, config: str | None = None) -> None:
+    """Add (or replace) an implementation; ``target``/``config`` are "module:attr" strings."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown registry kind '{kind}' (kinds: {', '.join(KINDS)})")
+    _REGISTRY[kind][type_] = Entry(config, target)
+
+
+def available(kind: str) -> list[str]:
+    """Registered type names of one kind, sorted."""
+    return sorted(_REGISTRY[kind])
+
+
+def entry(kind: str, type_: str) -> Entry:
+    try:
+        return _REGISTRY[kind][type_]
+    except KeyError:
+        known = ", ".join(available(kind))
+        raise ConfigError(f"unknown {kind} type '{type_}' (available: {known})") from None
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def config_class(kind: str, type_: str) -> Any:
+    """The pydantic config class for ``kind``/``type_``, or None when it takes no config."""
+    e = entry(kind, type_)
+    return _resolve(e.config) if e.config else None
+
+
+def load(kind: str, type_: str) -> Any:
+    """Import and return the implementation (class or factory)."""
+    return _resolve(entry(kind, type_).target)
+
+
+def build(kind: str, cfg: Any, *args: Any, **kwargs: Any) -> Any:
+    """Build the implementation named by ``cfg.type`` with ``cfg`` and extra arguments."""
+    return load(kind, cfg.type)(cfg, *args, **kwargs)

@@ -1,0 +1,34 @@
+"""ament_python package of Tether's ROS 2 nodes. The `tether` distribution (the repository's
+pyproject.toml) must be installed in the same Python environment."""
+
+from glob import glob
+
+from setuptools import setup
+
+package_name = "tether_ros"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=[package_name],
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        # launch/ and configs/ are links to the repository's folders
+        ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
+        ("share/" + package_name + "/configs/experiments", glob("configs/experiments/*.yaml")),
+        ("share/" + package_name + "/configs/dds", glob("configs/dds/*.xml")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="Tether developers",
+    maintainer_email="dev@tether.invalid",
+    description="Tether ROS 2 nodes: sim_bridge and policy_server.",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "sim_bridge = tether_ros.sim_bridge:main",
+            "policy_server = tether_ros.policy_server:main",
+        ],
+    },
+)

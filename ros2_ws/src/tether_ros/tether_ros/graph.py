@@ -1,0 +1,159 @@
+"""The node graph of an experiment, shared by `tether up` and launch/sim.launch.py.
+
+``plan_graph`` says which nodes run, with which parameters, namespace and environment;
+``GraphProcesses`` starts them as separate processes (no ROS install needed: the nodes come
+from the PyPI wheels) and stops them cleanly. The launch file turns the same plan into
+launch_ros Node actions, so both read one experiment YAML the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tether.core.config import ExperimentConfig, load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node: ``package``/``executable`` as installed by colcon, ``module`` for python -m."""
+
+    name: str
+    package: str
+    executable: str
+    module: str
+    namespace: str
+    parameters: dict[str, object] = field(default_factory=dict)
+
+
+def find_repo_file(path: str) -> Path:
+    """Resolve a repository-relative path (configs/...) from the CWD or the repo root."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    return (REPO_ROOT / p).resolve()
+
+
+def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for every node: Fast DDS with the shared-memory profile, headless GL."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    env.setdefault("MUJOCO_GL", "egl")
+    env.setdefault("PYOPENGL_PLATFORM", "egl")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if cfg.ros.dds_profile:
+        env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(find_repo_file(cfg.ros.dds_profile))
+    if cfg.ros.domain_id is not None:
+        env["ROS_DOMAIN_ID"] = str(cfg.ros.domain_id)
+    return env
+
+
+def plan_graph(experiment: str | Path, overrides: list[str] | None = None) -> list[NodeSpec]:
+    """The nodes of an experiment: a sim bridge and a policy server, in its namespace."""
+    path = str(Path(experiment).resolve())
+    cfg = load_config(path, overrides)  # fail here, once, with a clear message
+    params: dict[str, object] = {"experiment": path}
+    if overrides:
+        params["overrides"] = list(overrides)
+    ns = cfg.ros.namespace
+    return [
+        NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
+        NodeSpec("policy_server", "tether_ros", "policy_server", "tether_ros.policy_server", ns, params),
+    ]
+
+
+def launch_overrides(
+    robot: str = "", sim: str = "", task: str = "", policy: str = "", headless: str = ""
+) -> list[str]:
+    """Dotted overrides from the launch arguments of launch/sim.launch.py (empty = keep)."""
+    out = []
+    if robot:
+        out.append(f"robot={robot}")
+    for section, value in (("sim", sim), ("task", task), ("policy", policy)):
+        if value:
+            out.append(f"{section}.type={value}")
+    if headless and headless.lower() in ("false", "0", "no"):
+        out.append("sim.headless=false")
+    return out
+
+
+def ros_args(node: NodeSpec) -> list[str]:
+    """Command-line ``--ros-args`` for a node spec (name, namespace, parameters)."""
+    args = ["--ros-args", "-r", f"__node:={node.name}"]
+    if node.namespace:
+        args += ["-r", f"__ns:=/{node.namespace.strip('/')}"]
+    for key, value in node.parameters.items():
+        if isinstance(value, list):
+            if not value:
+                continue
+            value = "[" + ", ".join(f"'{v}'" for v in value) + "]"
+        args += ["-p", f"{key}:={value}"]
+    return args
+
+
+class GraphProcesses:
+    """Start each node as its own process; stop all of them on exit or when one dies."""
+
+    def __init__(self, nodes: list[NodeSpec], env: dict[str, str], log_dir: Path | None = None):
+        self.nodes = nodes
+        self.env = env
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> None:
+        for node in self.nodes:
+            out = None
+            if self.log_dir is not None:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                out = open(self.log_dir / f"{node.name}.log", "wb")  # noqa: SIM115
+            self.procs[node.name] = subprocess.Popen(
+                [sys.executable, "-m", node.module, *ros_args(node)],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
+                stdin=subprocess.DEVNULL,
+                # own process group: Ctrl-C reaches the supervisor, which stops nodes in order
+                start_new_session=True,
+            )
+
+    def dead(self) -> list[tuple[str, int]]:
+        """Nodes that exited, with their exit codes."""
+        return [(n, p.returncode) for n, p in self.procs.items() if p.poll() is not None]
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        if self.log_dir is None:
+            return ""
+        path = self.log_dir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGINT (clean shutdown), then SIGTERM, then SIGKILL for stragglers."""
+        for sig, wait in ((signal.SIGINT, timeout_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
+            alive = [p for p in self.procs.values() if p.poll() is None]
+            if not alive:
+                return
+            for p in alive:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            for p in alive:
+                try:
+                    p.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+
+    def __enter__(self) -> GraphProcesses:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,49 @@
+"""Topic names and QoS of Tether's ROS 2 interface, in one place (see ARCHITECTURE.md).
+
+Topic names are relative, so a namespace per robot gives multi-robot setups; only /clock is
+global. Sensor streams use sensor-data QoS; commands and events are reliable.
+"""
+
+from __future__ import annotations
+
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_sensor_data,
+)
+
+CLOCK = "/clock"
+JOINT_STATES = "joint_states"
+JOINT_TRAJECTORY = "joint_trajectory"
+EPISODE_STATUS = "episode_status"
+ESTOP = "estop"
+
+
+def image_topic(camera: str) -> str:
+    return f"camera/{camera}/image_raw"
+
+
+def camera_info_topic(camera: str) -> str:
+    return f"camera/{camera}/camera_info"
+
+
+def object_pose_topic(name: str) -> str:
+    return f"objects/{name}/pose"
+
+
+SENSOR_QOS = qos_profile_sensor_data
+COMMAND_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
+)
+CLOCK_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
+)
+# late joiners (a supervisor started after the bridge) still get recent episode events
+EVENT_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=100,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)

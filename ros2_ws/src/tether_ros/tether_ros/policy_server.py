@@ -1,0 +1,128 @@
+"""policy_server: runs a Policy built from the experiment config over ROS 2.
+
+Subscribes joint_states, objects/<name>/pose (when the policy reads env_state) and camera
+images (when it reads images/<cam>); answers each observation with a JointTrajectory chunk
+whose header stamp is the observation's stamp. A stamp that goes back in time (a simulator
+reset) resets the policy; ~/reset (std_srvs/Trigger) does too.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from tether.core.config import ExperimentConfig
+from tether.core.errors import InvalidCommand
+from tether.core.experiment import build_policy, build_task, robot_spec
+from tether.core.timing import StampSync, now_ns
+from tether.core.types import IMAGE_PREFIX, Observation
+from tether_ros import conversions as conv
+from tether_ros import interface as itf
+from tether_ros.runtime import experiment_from_params, run_node
+
+
+class PolicyServer(Node):
+    """ROS 2 shell around a Policy."""
+
+    def __init__(self, cfg: ExperimentConfig | None = None, **kwargs: Any) -> None:
+        super().__init__("policy_server", **kwargs)
+        self.cfg = cfg or experiment_from_params(self)
+        self.spec = robot_spec(self.cfg)
+        self.policy = build_policy(self.cfg, self.spec)
+        keys = list(self.policy.contract.get("observation_keys", ["state"]))
+        self.objects: tuple[str, ...] = build_task(self.cfg).objects if "env_state" in keys else ()
+        self.cameras = [k[len(IMAGE_PREFIX):] for k in keys if k.startswith(IMAGE_PREFIX)]
+        self.sync = StampSync(("state", *(f"obj/{o}" for o in self.objects)))
+        self.images: dict[str, np.ndarray] = {}
+        self.last_stamp: int | None = None
+        self.last_msg: JointTrajectory | None = None
+        self.infer_ms: list[float] = []
+
+        self.pub = self.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS)
+        self.create_subscription(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS)
+        for name in self.objects:
+            self.create_subscription(
+                PoseStamped, itf.object_pose_topic(name),
+                lambda msg, n=name: self._on_object(n, msg), itf.SENSOR_QOS,
+            )
+        for cam in self.cameras:
+            self.create_subscription(
+                Image, itf.image_topic(cam), lambda msg, c=cam: self._on_image(c, msg), itf.SENSOR_QOS
+            )
+        self.create_service(Trigger, "~/reset", self._srv_reset)
+        self.get_logger().info(
+            f"policy {self.cfg.policy.type} for {self.spec.name}: inputs state"
+            f"{', env_state ' + str(list(self.objects)) if self.objects else ''}"
+            f"{', cameras ' + str(self.cameras) if self.cameras else ''}"
+        )
+
+    def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._reset()
+        resp.success, resp.message = True, "policy reset"
+        return resp
+
+    def _reset(self) -> None:
+        self.policy.reset()
+        self.sync.clear()
+        self.last_stamp = None
+        self.last_msg = None
+
+    def _on_state(self, msg: JointState) -> None:
+        try:
+            state = conv.joint_state_to_array(msg, self.spec.state_names)
+        except InvalidCommand as exc:
+            self.get_logger().warn(f"ignored joint_states: {exc}", throttle_duration_sec=1.0)
+            return
+        self._offer("state", conv.from_time(msg.header.stamp), state)
+
+    def _on_object(self, name: str, msg: PoseStamped) -> None:
+        self._offer(f"obj/{name}", conv.from_time(msg.header.stamp), conv.pose_to_array(msg))
+
+    def _on_image(self, cam: str, msg: Image) -> None:
+        try:
+            self.images[cam] = conv.image_to_array(msg)
+        except InvalidCommand as exc:
+            self.get_logger().warn(f"ignored image: {exc}", throttle_duration_sec=1.0)
+
+    def _offer(self, key: str, stamp: int, value: np.ndarray) -> None:
+        if self.last_stamp is not None and stamp < self.last_stamp:
+            self.get_logger().info("time went back (simulator reset): resetting the policy")
+            self._reset()
+        if stamp == self.last_stamp and self.last_msg is not None:
+            if key == "state":
+                self.pub.publish(self.last_msg)  # a re-sent observation: same answer
+            return
+        ready = self.sync.add(key, stamp, value)
+        if ready is not None:
+            self._act(stamp, ready)
+
+    def _act(self, stamp: int, ready: dict[str, np.ndarray]) -> None:
+        if any(cam not in self.images for cam in self.cameras):
+            return  # wait for the first image of every camera
+        data: dict[str, np.ndarray] = {"state": ready["state"]}
+        if self.objects:
+            data["env_state"] = np.concatenate([ready[f"obj/{o}"] for o in self.objects])
+        for cam in self.cameras:
+            data[IMAGE_PREFIX + cam] = self.images[cam]
+        t0 = now_ns()
+        chunk = self.policy.act(Observation(data, stamp_ns=stamp))
+        self.infer_ms.append((now_ns() - t0) * 1e-6)
+        chunk.t0_ns = stamp
+        msg = conv.chunk_to_trajectory(chunk, self.spec.action.names)
+        self.last_stamp, self.last_msg = stamp, msg
+        self.pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> None:
+    sys.exit(run_node(PolicyServer, args))
+
+
+if __name__ == "__main__":
+    main()

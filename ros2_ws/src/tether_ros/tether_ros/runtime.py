@@ -1,0 +1,64 @@
+"""Running nodes: executor choice, clean shutdown on Ctrl-C / SIGTERM, experiment params."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+
+from tether.core.config import ExperimentConfig, load_config
+from tether.core.errors import TetherError
+
+
+def make_executor(context: Any = None) -> Any:
+    """The fastest available executor: rclpy's EventsExecutor (C++), else single-threaded."""
+    try:
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    except Exception:  # noqa: BLE001 - older rclpy
+        return SingleThreadedExecutor(context=context)
+
+
+def experiment_from_params(node: Node) -> ExperimentConfig:
+    """Load the experiment YAML named by the ``experiment`` parameter with ``overrides``."""
+    path = node.declare_parameter("experiment", "").value
+    overrides = node.declare_parameter(
+        "overrides",
+        [],
+        ParameterDescriptor(type=ParameterType.PARAMETER_STRING_ARRAY,
+                            description="dotted overrides, e.g. policy.steps=10"),
+    ).value
+    if not path:
+        raise TetherError(f"{node.get_name()}: set the 'experiment' parameter to an experiment YAML")
+    return load_config(path, [o for o in overrides or [] if o])
+
+
+def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
+    """Create the node, spin until Ctrl-C or shutdown, clean up. Returns an exit code."""
+    rclpy.init(args=args if args is not None else sys.argv)
+    node = None
+    code = 0
+    try:
+        node = factory()
+        executor = make_executor()
+        executor.add_node(node)
+        executor.spin()
+    except TetherError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if close is not None:
+                close()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return code

@@ -1,0 +1,201 @@
+"""sim_bridge: steps a simulator at the control rate in sim time and speaks ROS 2.
+
+Publishes /clock, joint_states, objects/<name>/pose, camera/<name>/image_raw + camera_info and
+episode_status (std_msgs/String, JSON); subscribes joint_trajectory and estop; services
+~/reset, ~/start_episode, ~/stop_episode (std_srvs/Trigger). Every command passes the
+SafetyFilter (inside SimRunner); a malformed trajectory is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Bool, String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from geometry_msgs.msg import PoseStamped
+from rosgraph_msgs.msg import Clock
+from tether.core.config import ExperimentConfig
+from tether.core.errors import InvalidCommand
+from tether.core.timing import now_ns
+from tether.sim.runner import SimRunner
+from tether_ros import conversions as conv
+from tether_ros import interface as itf
+from tether_ros.runtime import experiment_from_params, run_node
+
+
+class SimBridge(Node):
+    """ROS 2 shell around SimRunner."""
+
+    def __init__(self, cfg: ExperimentConfig | None = None, **kwargs: Any) -> None:
+        super().__init__("sim_bridge", **kwargs)
+        self.cfg = cfg or experiment_from_params(self)
+        self.runner = SimRunner(self.cfg)
+        self.spec = self.runner.spec
+        self.frame = "world"
+        self.mode = self.cfg.ros.rate_mode
+        self.running = False
+        self.rejected = 0
+        self._wait_since: int | None = None  # wall time the current observation first went out
+        self._stamp: int | None = None
+        self._last_send: int = 0
+        self._got_action = False
+        self._status_seq = 0
+
+        self.pub_clock = self.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS)
+        self.pub_js = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
+        self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
+        self.pub_objects = {
+            name: self.create_publisher(PoseStamped, itf.object_pose_topic(name), itf.SENSOR_QOS)
+            for name in self.runner.task.objects
+        }
+        self.pub_images = {
+            c.name: (
+                self.create_publisher(Image, itf.image_topic(c.name), itf.SENSOR_QOS),
+                self.create_publisher(CameraInfo, itf.camera_info_topic(c.name), itf.SENSOR_QOS),
+            )
+            for c in self.spec.cameras
+        }
+        self.create_subscription(
+            JointTrajectory, itf.JOINT_TRAJECTORY, self._on_trajectory, itf.COMMAND_QOS
+        )
+        self.create_subscription(Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS)
+        self.create_service(Trigger, "~/reset", self._srv_reset)
+        self.create_service(Trigger, "~/start_episode", self._srv_start)
+        self.create_service(Trigger, "~/stop_episode", self._srv_stop)
+
+        if self.mode == "realtime":
+            self.create_timer(self.spec.dt, self._tick)
+        else:
+            # lockstep housekeeping: re-send a lost observation, step on timeout
+            self.create_timer(0.01, self._lockstep_watch)
+
+        self._reset()
+        if self.cfg.episodes.autostart:
+            self._start()
+        self.get_logger().info(
+            f"{self.spec.name} in {self.cfg.sim.type} at {self.spec.control_hz:g} Hz "
+            f"({self.mode}), task {self.cfg.task.type}"
+        )
+
+    # --- episode control -------------------------------------------------------------
+    def _reset(self) -> None:
+        self.runner.reset()
+        self._wait_since = None
+        self.running = False
+        self._got_action = False
+        self._publish_obs()
+
+    def _start(self) -> None:
+        if self.runner.done:
+            self._reset()
+        self.running = True
+        self._emit("start", {"episode": self.runner.episode, "seed": self.runner.seed})
+        self._publish_obs()
+
+    def _end(self, stopped: bool = False) -> None:
+        self.running = False
+        summary = self.runner.summary()
+        summary["rejected"] = self.rejected
+        summary["stopped"] = stopped
+        self._emit("end", summary)
+        self.runner.done = True
+        if self.cfg.episodes.auto_reset and not stopped:
+            self._start()
+
+    def _emit(self, event: str, data: dict[str, Any]) -> None:
+        self._status_seq += 1
+        self.pub_status.publish(String(data=json.dumps({"event": event, "seq": self._status_seq, **data})))
+
+    def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._reset()
+        resp.success, resp.message = True, json.dumps({"episode": self.runner.episode, "seed": self.runner.seed})
+        return resp
+
+    def _srv_start(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._start()
+        resp.success, resp.message = True, json.dumps({"episode": self.runner.episode, "seed": self.runner.seed})
+        return resp
+
+    def _srv_stop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        if not self.running:
+            resp.success, resp.message = False, "no episode is running"
+            return resp
+        self._end(stopped=True)
+        resp.success, resp.message = True, json.dumps({"success": self.runner.success})
+        return resp
+
+    # --- commands ----------------------------------------------------------------------
+    def _on_estop(self, msg: Bool) -> None:
+        if msg.data != self.runner.safety.estopped:
+            self.get_logger().warn(f"e-stop {'ENGAGED' if msg.data else 'released'}")
+        self.runner.safety.set_estop(bool(msg.data))
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        try:
+            chunk = conv.trajectory_to_chunk(msg, self.spec)
+            self.runner.submit(chunk)
+        except InvalidCommand as exc:
+            self.rejected += 1
+            self.get_logger().warn(f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0)
+            return
+        self._got_action = True
+        if self.mode == "lockstep" and self.running and self.runner.answered():
+            self._step()
+
+    # --- stepping ----------------------------------------------------------------------
+    def _tick(self) -> None:
+        if self.running:
+            self._step()
+
+    def _lockstep_watch(self) -> None:
+        if not self.running or self._wait_since is None:
+            return
+        waited_s = (now_ns() - self._wait_since) * 1e-9
+        if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s:
+            self._step()  # the policy went quiet: the watchdog in the safety filter holds
+        elif (now_ns() - self._last_send) * 1e-9 > 0.02:
+            self._publish_obs()  # sensor QoS is best effort: re-send a possibly lost one
+
+    def _step(self) -> None:
+        self.runner.step()
+        self._publish_obs()
+        if self.runner.done:
+            self._end()
+
+    def _publish_obs(self) -> None:
+        obs = self.runner.obs
+        assert obs is not None
+        stamp = obs.stamp_ns
+        self.pub_clock.publish(conv.clock_msg(stamp))
+        env = obs.get("env_state")
+        for i, (name, pub) in enumerate(self.pub_objects.items()):
+            pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
+        for cam in self.runner.cameras_due():
+            img_pub, info_pub = self.pub_images[cam.name]
+            frame = f"{cam.name}_optical_frame"
+            img_pub.publish(conv.image_msg(self.runner.backend.render(cam.name), stamp, frame))
+            info_pub.publish(conv.camera_info_msg(cam, stamp, frame))
+        js = conv.joint_state_msg(stamp, self.spec.state_names, obs["state"], obs.get("velocity"))
+        self._last_send = now_ns()
+        if stamp != self._stamp or self._wait_since is None:
+            self._stamp, self._wait_since = stamp, self._last_send
+        if self.running:
+            self.runner.latency.mark(stamp, self._last_send)
+        self.pub_js.publish(js)
+
+    def close(self) -> None:
+        self.runner.backend.close()
+
+
+def main(args: list[str] | None = None) -> None:
+    sys.exit(run_node(SimBridge, args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Step a simulator from action chunks through the safety filter, with episode accounting.
+
+Transport-free: the ROS 2 sim bridge and the in-process loop (benchmarks, tests) share it, so
+the two differ only in how observations and chunks travel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tether.core import registry
+from tether.core.config import ExperimentConfig
+from tether.core.errors import InvalidCommand
+from tether.core.experiment import build_task, max_episode_steps
+from tether.core.protocols import SimBackend
+from tether.core.safety import SafetyFilter
+from tether.core.spec import CameraSpec
+from tether.core.timing import LatencyTracker, now_ns
+from tether.core.types import ActionChunk, Observation, StepResult
+
+
+class SimRunner:
+    """Owns a backend, its task and the safety filter; executes the latest chunk at the
+    control rate. Sim time is the time base for chunks and the watchdog."""
+
+    def __init__(self, cfg: ExperimentConfig, backend: SimBackend | None = None) -> None:
+        self.cfg = cfg
+        self.task = build_task(cfg)
+        self.backend: SimBackend = backend or registry.build(
+            "sim", cfg.sim, robot=cfg.robot, task=self.task
+        )
+        self.spec = self.backend.spec
+        self.safety = SafetyFilter(self.spec, cfg.safety)
+        self.max_steps = max_episode_steps(cfg)
+        self.latency = LatencyTracker()
+        self.resets = 0
+        self.episode = -1
+        self.seed = cfg.episodes.seed
+        self.chunk: ActionChunk | None = None
+        self.obs: Observation | None = None
+        self.rejected = 0
+        self._camera_next: dict[str, int] = {}
+        self._new_episode_state()
+
+    def _new_episode_state(self) -> None:
+        self.steps = 0
+        self.ret = 0.0
+        self.success = False
+        self.done = False
+        self.stale_steps = 0
+        self.wall_start_ns: int | None = None
+        self.wall_end_ns: int | None = None
+
+    def measured(self, obs: Observation) -> np.ndarray:
+        """The current position in action space (joint positions for joint_position)."""
+        return np.asarray(obs["state"][: self.spec.action.dim], np.float32)
+
+    def reset(self) -> Observation:
+        """Reset with seed ``episodes.seed + k`` for the k-th reset since start."""
+        self.seed = self.cfg.episodes.seed + self.resets
+        self.resets += 1
+        self.episode += 1
+        self.obs = self.backend.reset(self.seed)
+        self.safety.reset(self.measured(self.obs))
+        self.chunk = None
+        self.latency.clear()
+        self._camera_next = {c.name: 0 for c in self.spec.cameras}
+        self._new_episode_state()
+        return self.obs
+
+    def submit(self, chunk: ActionChunk) -> float | None:
+        """Accept a chunk (rows are validated when used); returns its obs->action latency in
+        ms if it answers an observation marked with ``latency.mark``."""
+        if chunk.dim != self.spec.action.dim:
+            self.rejected += 1
+            raise InvalidCommand(f"chunk has {chunk.dim} columns, expected {self.spec.action.dim}")
+        if not np.all(np.isfinite(chunk.actions)):
+            self.rejected += 1
+            raise InvalidCommand("chunk contains NaN or inf")
+        self.chunk = chunk
+        return self.latency.match(chunk.t0_ns)
+
+    def answered(self) -> bool:
+        """Whether the current chunk has an action for the current sim time."""
+        assert self.obs is not None
+        return self.chunk is not None and self.chunk.action_at(self.obs.stamp_ns) is not None
+
+    def step(self) -> StepResult:
+        """One control step: chunk row for now -> safety filter -> backend."""
+        assert self.obs is not None, "call reset() first"
+        if self.wall_start_ns is None:
+            self.wall_start_ns = now_ns()
+        t_ns = self.obs.stamp_ns
+        t_s = t_ns * 1e-9
+        a = self.chunk.action_at(t_ns) if self.chunk is not None else None
+        if a is not None:
+            self.safety.command(a, t_s)
+        out, stale = self.safety.output(t_s, self.measured(self.obs))
+        self.stale_steps += int(stale)
+        res = self.backend.step(out)
+        self.obs = res.observation
+        self.steps += 1
+        self.ret += float(res.reward)
+        self.success = self.success or bool(res.terminated)
+        res.truncated = self.steps >= self.max_steps and not res.terminated
+        self.done = bool(res.terminated or res.truncated)
+        if self.done:
+            self.wall_end_ns = now_ns()
+        return res
+
+    def cameras_due(self) -> list[CameraSpec]:
+        """Cameras whose next frame (at their fps, in sim time) is due now."""
+        assert self.obs is not None
+        due = []
+        for cam in self.spec.cameras:
+            nxt = self._camera_next.get(cam.name, 0)
+            if self.obs.stamp_ns >= nxt:
+                due.append(cam)
+                period = round(1e9 / cam.fps)
+                self._camera_next[cam.name] = nxt + period * max(1, (self.obs.stamp_ns - nxt) // period + 1)
+        return due
+
+    def summary(self) -> dict[str, Any]:
+        """Episode result: success, steps, return, achieved rate, latency samples."""
+        end = self.wall_end_ns or now_ns()
+        wall_s = (end - self.wall_start_ns) * 1e-9 if self.wall_start_ns else 0.0
+        return {
+            "episode": self.episode,
+            "seed": self.seed,
+            "success": bool(self.success),
+            "steps": self.steps,
+            "return": round(self.ret, 4),
+            "sim_time_s": round(self.obs.stamp_s if self.obs else 0.0, 4),
+            "wall_s": round(wall_s, 4),
+            "control_hz": round(self.steps / wall_s, 2) if wall_s > 0 else None,
+            "stale_steps": self.stale_steps,
+            "rejected": self.rejected,
+            "latency_ms": [round(x, 4) for x in self.latency.samples_ms],
+        }
