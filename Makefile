@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/*.txt 2>/dev
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 # Fast DDS shared-memory profile: 640x480 images in ~2.5 ms instead of ~13 ms
-export FASTRTPS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/configs/dds/fastdds_shm.xml
+export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/configs/dds/fastdds_shm.xml
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
 .PHONY: setup apt demo test test-fast bench lint format clean

@@ -91,7 +91,7 @@ def _supervise(cfg: Any, graph: Any, env: dict[str, str], record_camera: bool):
     from tether_ros import interface as itf
 
     # this process talks to the graph with the same DDS settings as the nodes
-    for key in ("RMW_IMPLEMENTATION", "FASTRTPS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID"):
+    for key in ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID"):
         if key in env:
             os.environ[key] = env[key]
     ctx = rclpy.Context()

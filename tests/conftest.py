@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(REPO / "configs/dds/fastdds_shm.xml"))
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(REPO / "configs/dds/fastdds_shm.xml"))
 
 
 @pytest.fixture

@@ -122,13 +122,15 @@ def dls_step(
     max_ang: float = np.inf,
     q_rest: np.ndarray | None = None,
     rest_gain: float = 0.0,
+    jac: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """One damped-least-squares step: joint change (7,) that moves the TCP toward ``pos``
     (3,) and, if given, rotation ``rot`` (3, 3). The task-space error is clipped to
     ``max_lin`` (m) and ``max_ang`` (rad); ``rest_gain`` pulls toward ``q_rest`` in the
-    null space (keeps the redundant elbow away from limits)."""
+    null space (keeps the redundant elbow away from limits). ``jac``: ``jacobian(q)`` if the
+    caller already has it."""
     q = np.asarray(q, dtype=np.float64)[:7]
-    J, p, R = jacobian(q)
+    J, p, R = jac if jac is not None else jacobian(q)
     e_lin = _clip_norm(np.asarray(pos, dtype=np.float64) - p, max_lin)
     if rot is None:
         Jt, e = J[:3], e_lin

@@ -57,15 +57,17 @@ def joint_state_msg(
 
 def joint_state_to_array(msg: JointState, names: tuple[str, ...]) -> np.ndarray:
     """Positions of ``names`` (in that order) from a JointState, float32 shape (len(names),)."""
-    if len(msg.position) != len(msg.name):
-        raise InvalidCommand(
-            f"JointState has {len(msg.name)} names but {len(msg.position)} positions"
-        )
-    index = {n: i for i, n in enumerate(msg.name)}
+    got = msg.name
+    if len(msg.position) != len(got):
+        raise InvalidCommand(f"JointState has {len(got)} names but {len(msg.position)} positions")
+    pos = np.frombuffer(msg.position, np.float64) if isinstance(msg.position, array.array) \
+        else np.asarray(msg.position, np.float64)
+    if len(got) == len(names) and all(a == b for a, b in zip(got, names, strict=True)):
+        return pos.astype(np.float32)  # the usual case: same order, no lookup
+    index = {n: i for i, n in enumerate(got)}
     missing = [n for n in names if n not in index]
     if missing:
         raise InvalidCommand(f"JointState lacks joints {missing}")
-    pos = np.asarray(msg.position, np.float64)
     return pos[[index[n] for n in names]].astype(np.float32)
 
 
@@ -104,13 +106,12 @@ def trajectory_to_chunk(msg: JointTrajectory, spec: RobotSpec) -> ActionChunk:
     if not msg.points:
         raise InvalidCommand("trajectory has no points")
     n = len(want)
-    rows = []
-    for k, p in enumerate(msg.points):
-        if len(p.positions) != n:
-            raise InvalidCommand(f"trajectory point {k} has {len(p.positions)} positions, expected {n}")
-        rows.append(p.positions)
-    actions = np.asarray(rows, np.float64)
-    if not np.all(np.isfinite(actions)):
+    rows = [p.positions for p in msg.points]
+    for k, r in enumerate(rows):
+        if len(r) != n:
+            raise InvalidCommand(f"trajectory point {k} has {len(r)} positions, expected {n}")
+    actions = np.array(rows, np.float64)
+    if not np.isfinite(actions).all():
         raise InvalidCommand("trajectory contains NaN or inf")
     if got != list(want):
         order = [got.index(name) for name in want]

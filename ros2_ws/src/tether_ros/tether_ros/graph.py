@@ -49,7 +49,7 @@ def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict
     env.setdefault("PYOPENGL_PLATFORM", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
     if cfg.ros.dds_profile:
-        env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(find_repo_file(cfg.ros.dds_profile))
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(find_repo_file(cfg.ros.dds_profile))
     if cfg.ros.domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(cfg.ros.domain_id)
     return env

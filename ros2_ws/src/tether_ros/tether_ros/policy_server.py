@@ -32,7 +32,7 @@ class PolicyServer(Node):
     """ROS 2 shell around a Policy."""
 
     def __init__(self, cfg: ExperimentConfig | None = None, **kwargs: Any) -> None:
-        super().__init__("policy_server", **kwargs)
+        super().__init__("policy_server", start_parameter_services=False, **kwargs)
         self.cfg = cfg or experiment_from_params(self)
         self.spec = robot_spec(self.cfg)
         self.policy = build_policy(self.cfg, self.spec)
@@ -45,12 +45,12 @@ class PolicyServer(Node):
         self.last_msg: JointTrajectory | None = None
         self.infer_ms: list[float] = []
 
-        self.pub = self.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS)
-        self.create_subscription(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS)
+        self.pub = self.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS, event_callbacks=itf.FAST_PUB)
+        self.create_subscription(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS, event_callbacks=itf.FAST_SUB)
         for name in self.objects:
             self.create_subscription(
                 PoseStamped, itf.object_pose_topic(name),
-                lambda msg, n=name: self._on_object(n, msg), itf.SENSOR_QOS,
+                lambda msg, n=name: self._on_object(n, msg), itf.SENSOR_QOS, event_callbacks=itf.FAST_SUB,
             )
         for cam in self.cameras:
             self.create_subscription(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import rclpy
-from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 from tether.core.config import ExperimentConfig, load_config
 from tether.core.errors import TetherError
@@ -17,6 +19,8 @@ from tether.core.errors import TetherError
 
 def make_executor(context: Any = None) -> Any:
     """The fastest available executor: rclpy's EventsExecutor (C++), else single-threaded."""
+    if os.environ.get("TETHER_EXECUTOR", "events") == "single":
+        return SingleThreadedExecutor(context=context)
     try:
         from rclpy.experimental import EventsExecutor
 
@@ -30,9 +34,8 @@ def experiment_from_params(node: Node) -> ExperimentConfig:
     path = node.declare_parameter("experiment", "").value
     overrides = node.declare_parameter(
         "overrides",
-        [],
-        ParameterDescriptor(type=ParameterType.PARAMETER_STRING_ARRAY,
-                            description="dotted overrides, e.g. policy.steps=10"),
+        Parameter.Type.STRING_ARRAY,
+        ParameterDescriptor(description="dotted overrides, e.g. policy.steps=10"),
     ).value
     if not path:
         raise TetherError(f"{node.get_name()}: set the 'experiment' parameter to an experiment YAML")

@@ -33,7 +33,7 @@ class SimBridge(Node):
     """ROS 2 shell around SimRunner."""
 
     def __init__(self, cfg: ExperimentConfig | None = None, **kwargs: Any) -> None:
-        super().__init__("sim_bridge", **kwargs)
+        super().__init__("sim_bridge", start_parameter_services=False, **kwargs)
         self.cfg = cfg or experiment_from_params(self)
         self.runner = SimRunner(self.cfg)
         self.spec = self.runner.spec
@@ -47,11 +47,11 @@ class SimBridge(Node):
         self._got_action = False
         self._status_seq = 0
 
-        self.pub_clock = self.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS)
-        self.pub_js = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
+        self.pub_clock = self.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB)
+        self.pub_js = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB)
         self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
         self.pub_objects = {
-            name: self.create_publisher(PoseStamped, itf.object_pose_topic(name), itf.SENSOR_QOS)
+            name: self.create_publisher(PoseStamped, itf.object_pose_topic(name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB)
             for name in self.runner.task.objects
         }
         self.pub_images = {
@@ -62,7 +62,8 @@ class SimBridge(Node):
             for c in self.spec.cameras
         }
         self.create_subscription(
-            JointTrajectory, itf.JOINT_TRAJECTORY, self._on_trajectory, itf.COMMAND_QOS
+            JointTrajectory, itf.JOINT_TRAJECTORY, self._on_trajectory, itf.COMMAND_QOS,
+            event_callbacks=itf.FAST_SUB,
         )
         self.create_subscription(Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS)
         self.create_service(Trigger, "~/reset", self._srv_reset)
@@ -169,12 +170,13 @@ class SimBridge(Node):
             self._end()
 
     def _publish_obs(self) -> None:
+        """Publish the current observation; joint_states goes last among what the policy
+        needs (objects, images), /clock after it, off the latency path."""
         obs = self.runner.obs
         assert obs is not None
         stamp = obs.stamp_ns
-        self.pub_clock.publish(conv.clock_msg(stamp))
         env = obs.get("env_state")
-        for i, (name, pub) in enumerate(self.pub_objects.items()):
+        for i, pub in enumerate(self.pub_objects.values()):
             pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
         for cam in self.runner.cameras_due():
             img_pub, info_pub = self.pub_images[cam.name]
@@ -188,6 +190,7 @@ class SimBridge(Node):
         if self.running:
             self.runner.latency.mark(stamp, self._last_send)
         self.pub_js.publish(js)
+        self.pub_clock.publish(conv.clock_msg(stamp))
 
     def close(self) -> None:
         self.runner.backend.close()

@@ -1,0 +1,179 @@
+"""A scripted expert for the Panda reach and lift tasks: Cartesian waypoints followed with
+numpy damped-least-squares IK.
+
+It reads only ``obs["state"]`` (joint positions) and ``obs["env_state"]`` (task object poses)
+and the observation stamp, so it runs in another process than the simulator (over ROS 2).
+It keeps its own commanded joint positions and integrates small IK steps on them: commanding
+measured + delta would leave the position servos too little error to move.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tether.core.config import ComponentConfig
+from tether.core.errors import ConfigError
+from tether.core.spec import RobotSpec
+from tether.core.types import ActionChunk, Observation
+from tether.sim.experts.config_expert import ScriptedExpertConfig
+from tether.sim.robots import panda_kinematics as kin
+from tether.sim.robots.panda import FINGER_RANGE, HOME_ARM
+
+OPEN, CLOSED = FINGER_RANGE[1], FINGER_RANGE[0]
+# a commanded/measured joint gap (rad) larger than this means the robot was moved under us
+# (reset, e-stop, teleop): restart from the measured state
+RESYNC_GAP = 0.3
+# keep commands this far (rad) inside the joint limits
+LIMIT_MARGIN = 0.02
+# finger opening (m, each) below which the fingers closed on nothing (cube half-size 0.025)
+MISSED_GRASP = 0.012
+
+
+def _cube_yaw(quat: np.ndarray) -> float:
+    """Yaw (rad) of a wxyz quaternion, folded to [-pi/4, pi/4) (the cube repeats every 90 deg)."""
+    w, x, y, z = (float(v) for v in quat)
+    yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    return (yaw + math.pi / 4) % (math.pi / 2) - math.pi / 4
+
+
+class ScriptedExpert:
+    """Policy for ``reach`` (go to the target) and ``lift`` (above cube, descend, close, lift).
+
+    Output: chunks of horizon 1, action (8,) = 7 joint targets (rad) + finger opening (m).
+    Joint steps are limited to ``joint_speed_scale`` x the joint velocity limits, the TCP to
+    ``max_speed`` / ``max_accel``, so the safety filter's rate limit never bites.
+    """
+
+    def __init__(self, cfg: ScriptedExpertConfig, spec: RobotSpec, task: ComponentConfig) -> None:
+        if task.type not in ("reach", "lift"):
+            raise ConfigError(f"the scripted expert knows tasks reach and lift, not '{task.type}'")
+        if spec.name != "panda":
+            raise ConfigError(f"the scripted expert drives a panda, not '{spec.name}'")
+        self.cfg = cfg
+        self.spec = spec
+        self.task = task
+        self.dt = spec.dt
+        vmax = {j.name: j.max_velocity for j in spec.joints}
+        self._max_step = np.array([vmax[n] for n in spec.action.names]) * cfg.joint_speed_scale * self.dt
+        self._lower = np.asarray(kin.LOWER) + LIMIT_MARGIN
+        self._upper = np.asarray(kin.UPPER) - LIMIT_MARGIN
+        self._home = np.asarray(HOME_ARM)
+        self.reset()
+
+    # ---- Policy -----------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self._q: np.ndarray | None = None  # commanded arm joints (7,)
+        self._grip = OPEN  # commanded finger opening (m)
+        self._speed = 0.0  # current commanded TCP speed (m/s), for the acceleration limit
+        self._phase = "approach"
+        self._phase_t0 = 0
+        self._last_stamp: int | None = None
+        self._grasp_yaw = 0.0
+        self._grasp_xyz = np.zeros(3)
+
+    def act(self, obs: Observation) -> ActionChunk:
+        state = np.asarray(obs["state"], dtype=np.float64)
+        q_meas = state[:7]
+        stamp = int(obs.stamp_ns)
+        if (self._q is None or self._last_stamp is None or stamp < self._last_stamp
+                or np.abs(self._q - q_meas).max() > RESYNC_GAP):
+            self._restart(state, stamp)
+        self._last_stamp = stamp
+        assert self._q is not None
+
+        env = np.asarray(obs["env_state"], dtype=np.float64)
+        jac = kin.jacobian(self._q)
+        p_cmd = jac[1]
+        if self.task.type == "reach":
+            goal, rot, grip, speed = env[:3], kin.down_rotation(0.0), OPEN, self.cfg.max_speed
+        else:
+            goal, rot, grip, speed = self._lift_plan(env, state, p_cmd, stamp)
+
+        # trapezoid speed profile on the distance left: accelerate, cruise, brake
+        dist = float(np.linalg.norm(goal - p_cmd))
+        v = min(speed, math.sqrt(2.0 * self.cfg.max_accel * dist), self._speed + self.cfg.max_accel * self.dt)
+        self._speed = v
+        dq = kin.dls_step(self._q, goal, rot, damping=0.03, max_lin=max(v, 0.005) * self.dt,
+                          max_ang=self.cfg.max_ang_speed * self.dt, q_rest=self._home,
+                          rest_gain=0.5 * self.dt, jac=jac)
+        # scale the whole step (keeps the direction) so no joint exceeds its rate limit
+        ratio = float(np.max(np.abs(dq) / self._max_step[:7]))
+        if ratio > 1.0:
+            dq /= ratio
+        self._q = np.clip(self._q + dq, self._lower, self._upper)
+        g_step = float(self._max_step[7])
+        self._grip = float(np.clip(grip, self._grip - g_step, self._grip + g_step))
+        action = np.concatenate([self._q, [self._grip]])
+        return ActionChunk(action[None].astype(np.float32), self.dt, stamp)
+
+    @property
+    def contract(self) -> dict[str, Any]:
+        return {
+            "observation_keys": ["state", "env_state"],
+            "action_names": list(self.spec.action.names),
+            "action_mode": self.spec.action.mode,
+            "control_hz": self.spec.control_hz,
+            "task": self.task.type,
+        }
+
+    # ---- internals --------------------------------------------------------------------
+
+    def _restart(self, state: np.ndarray, stamp: int) -> None:
+        """Start over from the measured state (first call, a reset, or an external move)."""
+        self._q = np.clip(state[:7], self._lower, self._upper)
+        self._grip = float(np.clip(state[7], CLOSED, OPEN))
+        self._speed = 0.0
+        self._set_phase("approach", stamp)
+
+    def _set_phase(self, phase: str, stamp: int) -> None:
+        self._phase = phase
+        self._phase_t0 = stamp
+        self._speed = 0.0
+
+    def _lift_plan(
+        self, env: np.ndarray, state: np.ndarray, p_cmd: np.ndarray, stamp: int
+    ) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """Goal TCP position (3,), rotation (3, 3), finger opening (m), speed (m/s), given the
+        commanded TCP position ``p_cmd`` (3,)."""
+        c = self.cfg
+        cube, cube_quat = env[:3], env[3:7]
+        p_meas, _ = kin.fk(state[:7])
+        fingers = float(state[7])
+        elapsed = (stamp - self._phase_t0) * 1e-9
+
+        if self._phase in ("approach", "descend"):
+            self._grasp_yaw = _cube_yaw(cube_quat)
+        rot = kin.down_rotation(self._grasp_yaw)
+
+        if self._phase == "approach":
+            goal = cube + np.array([0.0, 0.0, c.approach_height])
+            if (np.linalg.norm(goal - p_cmd) < 1e-3 and np.linalg.norm(goal - p_meas) < 2 * c.tolerance
+                    and fingers > OPEN - 0.005):
+                self._set_phase("descend", stamp)
+            return goal, rot, OPEN, c.max_speed
+        if self._phase == "descend":
+            goal = cube + np.array([0.0, 0.0, c.grasp_offset])
+            if np.linalg.norm(goal - p_meas) < c.tolerance:
+                self._grasp_xyz = goal.copy()
+                self._set_phase("close", stamp)
+            return goal, rot, OPEN, 0.5 * c.max_speed
+        if self._phase == "close":
+            if elapsed >= c.close_time_s:
+                self._set_phase("missed" if fingers < MISSED_GRASP else "lift", stamp)
+            return self._grasp_xyz, rot, CLOSED, c.max_speed
+        if self._phase == "lift":
+            goal = self._grasp_xyz + np.array([0.0, 0.0, c.lift_height])
+            # the cube slipped out (it stays low or the fingers closed on nothing): retry
+            dropped = p_meas[2] - cube[2] > 0.03 or fingers < MISSED_GRASP
+            if dropped and elapsed > 0.2:
+                self._set_phase("missed", stamp)
+            return goal, rot, CLOSED, 0.6 * c.max_speed
+        # missed: open and rise straight up before approaching again
+        goal = self._grasp_xyz + np.array([0.0, 0.0, c.approach_height])
+        if fingers > OPEN - 0.005 and p_meas[2] > self._grasp_xyz[2] + 0.5 * c.approach_height:
+            self._set_phase("approach", stamp)
+        return goal, rot, OPEN, c.max_speed

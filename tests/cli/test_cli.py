@@ -1,0 +1,56 @@
+"""The CLI as a user runs it: one-line errors naming the field, non-zero exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def tether(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tether.cli.main", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ("name: x\nsim: {type: mujoco, control_hz: -1}\ntask: {type: lift}\npolicy: {type: hold}\n",
+         "sim.control_hz"),
+        ("name: x\nsim: {type: mujoco}\ntask: {type: lift, max_duration_s: fast}\npolicy: {type: hold}\n",
+         "task.max_duration_s"),
+        ("name: x\nsim: {type: mujoco}\ntask: {type: lift}\npolicy: {type: hold}\nsafty: {}\n",
+         "safty"),
+        ("sim: {type: mujoco}\ntask: {type: lift}\npolicy: {type: hold}\n", "name"),
+        ("name: x\nsim: {type: gazebo}\ntask: {type: lift}\npolicy: {type: hold}\n", "sim.type"),
+    ],
+)
+def test_malformed_config_gives_one_line_naming_the_field(tmp_path, content, field):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(content)
+    for verb in (["check", str(cfg)], ["up", str(cfg)], ["demo", "--config", str(cfg)]):
+        r = tether(*verb)
+        assert r.returncode == 2, (verb, r.stdout, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1, r.stderr
+        assert lines[0].startswith("error: ") and f": {field}:" in lines[0], lines[0]
+        assert "Traceback" not in r.stderr
+
+
+def test_bad_override_on_the_command_line(repo):
+    r = tether("check", str(repo / "configs/experiments/panda_lift_demo.yaml"), "sim.control_hz=0")
+    assert r.returncode == 2
+    assert "sim.control_hz" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_check_prints_resolved_config(repo):
+    r = tether("check", str(repo / "configs/experiments/panda_lift_demo.yaml"), "episodes.count=3")
+    assert r.returncode == 0, r.stderr
+    assert "count: 3" in r.stdout and "type: mujoco" in r.stdout
+
+
+def test_list_shows_registry():
+    r = tether("list")
+    assert r.returncode == 0
+    assert "mujoco" in r.stdout and "scripted_expert" in r.stdout
