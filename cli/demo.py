@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from tether.core.config import load_config
-from tether.core.errors import TetherError
 from tether.core.timing import percentiles_ms
 
 DEMO_OVERRIDES = ["episodes.autostart=false", "episodes.auto_reset=false"]
@@ -78,69 +77,18 @@ def summarize(cfg: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _supervise(cfg: Any, graph: Any, env: dict[str, str], record_camera: bool):
-    """A node in this process that starts each episode and collects its end status."""
-    import os
+    """Start each episode through the sim bridge and collect its end status."""
+    from tether_ros.supervisor import EpisodeSupervisor
 
-    import rclpy
-    from rclpy.node import Node
-    from sensor_msgs.msg import Image
-    from std_msgs.msg import String
-    from std_srvs.srv import Trigger
-
-    from tether_ros import conversions as conv
-    from tether_ros import interface as itf
-
-    # this process talks to the graph with the same DDS settings as the nodes
-    for key in ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID"):
-        if key in env:
-            os.environ[key] = env[key]
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = Node("demo_supervisor", namespace=cfg.ros.namespace or None, context=ctx)
-    from rclpy.executors import SingleThreadedExecutor
-
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    events: list[dict[str, Any]] = []
-    frames: list[np.ndarray] = []
-    recording = {"on": False}
-    node.create_subscription(String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS)
     cam = cfg.sim.cameras[0].name if (record_camera and cfg.sim.cameras) else None
-    if cam:
-        def _on_image(msg: Image) -> None:
-            if recording["on"]:
-                frames.append(conv.image_to_array(msg).copy())
-
-        node.create_subscription(Image, itf.image_topic(cam), _on_image, itf.SENSOR_QOS)
-    start = node.create_client(Trigger, "sim_bridge/start_episode")
-
-    def spin_until(pred: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not pred():
-            dead = graph.dead()
-            if dead:
-                name, rc = dead[0]
-                raise TetherError(f"node {name} exited with code {rc} while waiting for {what}:\n"
-                                  + graph.log_tail(name))
-            if time.monotonic() > deadline:
-                raise TetherError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-            ex.spin_once(timeout_sec=0.05)
-
     results: list[dict[str, Any]] = []
-    try:
-        spin_until(lambda: start.service_is_ready(), 90.0, "the sim bridge to come up")
-        # the policy server must be listening before the first observation goes out
-        spin_until(lambda: node.count_subscribers(itf.JOINT_STATES) >= 1 and
-                   node.count_publishers(itf.JOINT_TRAJECTORY) >= 1, 90.0, "the policy server")
-        ep_wall_limit = 60.0 + 20.0 * float(getattr(cfg.task, "max_duration_s", 10.0))
+    frames: list[np.ndarray] = []
+    with EpisodeSupervisor(cfg, graph, env, camera=cam) as sup:
+        sup.wait_ready()
         for k in range(cfg.episodes.count):
-            recording["on"] = k == 0 and cam is not None
-            future = start.call_async(Trigger.Request())
-            spin_until(future.done, 30.0, "start_episode")
-            seen = len(results)
-            spin_until(lambda: _ends(events) > seen, ep_wall_limit, f"episode {k}")
-            recording["on"] = False
-            r = [e for e in events if e["event"] == "end"][seen]
+            r = sup.run_episode(record=(k == 0 and cam is not None))
+            if k == 0:
+                frames = sup.frames
             results.append(r)
             lat = percentiles_ms(r["latency_ms"])
             print(
@@ -150,11 +98,4 @@ def _supervise(cfg: Any, graph: Any, env: dict[str, str], record_camera: bool):
                 f"latency p50 {lat['p50']:.2f} / p99 {lat['p99']:.2f} ms",
                 flush=True,
             )
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
     return results, frames
-
-
-def _ends(events: list[dict[str, Any]]) -> int:
-    return sum(1 for e in events if e["event"] == "end")

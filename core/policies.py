@@ -15,6 +15,9 @@ from tether.core.types import ActionChunk, Observation
 class HoldPolicyConfig(ComponentConfig):
     type: str = "hold"
     horizon: int = Field(1, ge=1)
+    # cameras the policy subscribes to (it ignores the pixels): makes image transport part of
+    # a benchmark's loop
+    cameras: list[str] = Field(default_factory=list)
 
 
 class HoldPolicy:
@@ -34,5 +37,6 @@ class HoldPolicy:
 
     @property
     def contract(self) -> dict[str, Any]:
-        return {"observation_keys": ["state"], "action_names": list(self.spec.action.names),
+        keys = ["state", *(f"images/{c}" for c in self.cfg.cameras)]
+        return {"observation_keys": keys, "action_names": list(self.spec.action.names),
                 "control_hz": self.spec.control_hz}

@@ -24,3 +24,8 @@ def panda():
     from tether.sim.robots.panda import panda_spec
 
     return panda_spec(control_hz=100.0)
+
+# Every test session gets its own DDS domain, so concurrent runs (or stray nodes) on this
+# machine never cross-talk. Nodes started as subprocesses inherit it.
+if "ROS_DOMAIN_ID" not in os.environ:
+    os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)

@@ -98,6 +98,20 @@ def ros_args(node: NodeSpec) -> list[str]:
     return args
 
 
+def _die_with_parent() -> None:
+    """In the child: ask Linux to send SIGTERM when the parent process dies, and take
+    SIGINT back from an 'ignore' inherited from a background shell, so stop() works."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass  # not Linux: stop() still cleans up on a normal exit
+
+
 class GraphProcesses:
     """Start each node as its own process; stop all of them on exit or when one dies."""
 
@@ -121,6 +135,8 @@ class GraphProcesses:
                 stdin=subprocess.DEVNULL,
                 # own process group: Ctrl-C reaches the supervisor, which stops nodes in order
                 start_new_session=True,
+                # and if the supervisor itself is killed, the kernel stops the nodes
+                preexec_fn=_die_with_parent,
             )
 
     def dead(self) -> list[tuple[str, int]]:

@@ -78,7 +78,7 @@ class PolicyServer(Node):
         try:
             state = conv.joint_state_to_array(msg, self.spec.state_names)
         except InvalidCommand as exc:
-            self.get_logger().warn(f"ignored joint_states: {exc}", throttle_duration_sec=1.0)
+            self.get_logger().warning(f"ignored joint_states: {exc}", throttle_duration_sec=1.0)
             return
         self._offer("state", conv.from_time(msg.header.stamp), state)
 
@@ -89,7 +89,7 @@ class PolicyServer(Node):
         try:
             self.images[cam] = conv.image_to_array(msg)
         except InvalidCommand as exc:
-            self.get_logger().warn(f"ignored image: {exc}", throttle_duration_sec=1.0)
+            self.get_logger().warning(f"ignored image: {exc}", throttle_duration_sec=1.0)
 
     def _offer(self, key: str, stamp: int, value: np.ndarray) -> None:
         if self.last_stamp is not None and stamp < self.last_stamp:

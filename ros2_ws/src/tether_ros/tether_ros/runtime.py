@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -17,16 +16,15 @@ from tether.core.config import ExperimentConfig, load_config
 from tether.core.errors import TetherError
 
 
-def make_executor(context: Any = None) -> Any:
-    """The fastest available executor: rclpy's EventsExecutor (C++), else single-threaded."""
-    if os.environ.get("TETHER_EXECUTOR", "events") == "single":
-        return SingleThreadedExecutor(context=context)
-    try:
-        from rclpy.experimental import EventsExecutor
+def make_executor(context: Any = None) -> SingleThreadedExecutor:
+    """The executor every node spins on.
 
-        return EventsExecutor(context=context)
-    except Exception:  # noqa: BLE001 - older rclpy
-        return SingleThreadedExecutor(context=context)
+    rclpy's experimental EventsExecutor would be faster, but with the Kilted PyPI wheels it
+    neither answers services nor delivers messages between processes here (and busy-loops a
+    core), so the single-threaded executor is used; hot-path endpoints skip QoS-event
+    handlers instead (see interface.FAST_PUB).
+    """
+    return SingleThreadedExecutor(context=context)
 
 
 def experiment_from_params(node: Node) -> ExperimentConfig:

@@ -134,7 +134,7 @@ class SimBridge(Node):
     # --- commands ----------------------------------------------------------------------
     def _on_estop(self, msg: Bool) -> None:
         if msg.data != self.runner.safety.estopped:
-            self.get_logger().warn(f"e-stop {'ENGAGED' if msg.data else 'released'}")
+            self.get_logger().warning(f"e-stop {'ENGAGED' if msg.data else 'released'}")
         self.runner.safety.set_estop(bool(msg.data))
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
@@ -143,7 +143,7 @@ class SimBridge(Node):
             self.runner.submit(chunk)
         except InvalidCommand as exc:
             self.rejected += 1
-            self.get_logger().warn(f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0)
+            self.get_logger().warning(f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0)
             return
         self._got_action = True
         if self.mode == "lockstep" and self.running and self.runner.answered():

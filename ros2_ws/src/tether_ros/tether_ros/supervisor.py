@@ -1,0 +1,107 @@
+"""Drive episodes of a running graph from outside: ~/start_episode, then wait for the
+episode's end on episode_status. Used by `tether demo` and the ROS loop benchmark."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from tether.core.config import ExperimentConfig
+from tether.core.errors import TetherError
+from tether_ros import conversions as conv
+from tether_ros import interface as itf
+from tether_ros.graph import GraphProcesses
+
+DDS_ENV = ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID")
+
+
+class EpisodeSupervisor:
+    """A node in this process (own rclpy context) that starts episodes and collects results.
+
+    ``camera``: record that camera's images during episodes started with ``record=True``.
+    """
+
+    def __init__(self, cfg: ExperimentConfig, graph: GraphProcesses | None, env: dict[str, str],
+                 camera: str | None = None) -> None:
+        self.cfg = cfg
+        self.graph = graph
+        for key in DDS_ENV:  # talk to the graph with the nodes' DDS settings
+            if key in env:
+                os.environ[key] = env[key]
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = Node("episode_supervisor", namespace=cfg.ros.namespace or None, context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.events: list[dict[str, Any]] = []
+        self.frames: list[np.ndarray] = []
+        self._recording = False
+        self.node.create_subscription(
+            String, itf.EPISODE_STATUS, lambda m: self.events.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        if camera:
+            self.node.create_subscription(Image, itf.image_topic(camera), self._on_image, itf.SENSOR_QOS)
+        self.start = self.node.create_client(Trigger, "sim_bridge/start_episode")
+
+    def _on_image(self, msg: Image) -> None:
+        if self._recording:
+            self.frames.append(conv.image_to_array(msg).copy())
+
+    def spin_until(self, pred: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Spin until ``pred()``; a node dying or the deadline passing raises TetherError."""
+        deadline = time.monotonic() + timeout_s
+        while not pred():
+            dead = self.graph.dead() if self.graph else []
+            if dead:
+                name, rc = dead[0]
+                tail = self.graph.log_tail(name) if self.graph else ""
+                raise TetherError(f"node {name} exited with code {rc} while waiting for {what}"
+                                  + (f"; its last output:\n{tail}" if tail else ""))
+            if time.monotonic() > deadline:
+                raise TetherError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            self.ex.spin_once(timeout_sec=0.02)
+
+    def wait_ready(self, timeout_s: float = 90.0) -> None:
+        """Until the sim bridge serves start_episode and a policy server is connected."""
+        self.spin_until(self.start.service_is_ready, timeout_s, "the sim bridge to come up")
+        self.spin_until(
+            lambda: self.node.count_subscribers(itf.JOINT_STATES) >= 1
+            and self.node.count_publishers(itf.JOINT_TRAJECTORY) >= 1,
+            timeout_s, "the policy server",
+        )
+
+    def run_episode(self, record: bool = False) -> dict[str, Any]:
+        """Start one episode and return its end status (success, steps, latency_ms, ...)."""
+        ends = self._ends()
+        self.frames = [] if record else self.frames
+        self._recording = record
+        future = self.start.call_async(Trigger.Request())
+        self.spin_until(future.done, 30.0, "start_episode")
+        limit = 60.0 + 20.0 * float(getattr(self.cfg.task, "max_duration_s", 10.0))
+        self.spin_until(lambda: len(self._ends()) > len(ends), limit, "the episode to end")
+        self._recording = False
+        return self._ends()[len(ends)]
+
+    def _ends(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == "end"]
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+    def __enter__(self) -> EpisodeSupervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
