@@ -29,9 +29,15 @@ WARMUP_STEPS = 20  # DDS discovery and first-call costs are not the loop's stead
 
 
 def _overrides(hz: float, mode: str, camera: bool, policy: str, duration_s: float) -> list[str]:
-    ov = [f"sim.control_hz={hz}", f"ros.rate_mode={mode}", f"policy.type={policy}",
-          f"task.max_duration_s={duration_s}", "episodes.autostart=false", "episodes.auto_reset=false",
-          CAMERA if camera else "sim.cameras=[]"]
+    ov = [
+        f"sim.control_hz={hz}",
+        f"ros.rate_mode={mode}",
+        f"policy.type={policy}",
+        f"task.max_duration_s={duration_s}",
+        "episodes.autostart=false",
+        "episodes.auto_reset=false",
+        CAMERA if camera else "sim.cameras=[]",
+    ]
     if camera and policy == "hold":
         ov.append("policy.cameras=[front]")  # the policy server subscribes to the images
     return ov
@@ -39,8 +45,12 @@ def _overrides(hz: float, mode: str, camera: bool, policy: str, duration_s: floa
 
 def _stats(result: dict[str, Any]) -> dict[str, Any]:
     lat = result["latency_ms"][WARMUP_STEPS:]
-    return {"achieved_hz": result["control_hz"], "steps": result["steps"],
-            "stale_steps": result["stale_steps"], "latency_ms": percentiles_ms(lat)}
+    return {
+        "achieved_hz": result["control_hz"],
+        "steps": result["steps"],
+        "stale_steps": result["stale_steps"],
+        "latency_ms": percentiles_ms(lat),
+    }
 
 
 def run_ros(ov: list[str]) -> dict[str, Any]:
@@ -49,8 +59,10 @@ def run_ros(ov: list[str]) -> dict[str, Any]:
 
     cfg = load_config(EXPERIMENT, ov)
     env = graph_env(cfg)
-    with GraphProcesses(plan_graph(EXPERIMENT, ov), env) as graph, \
-            EpisodeSupervisor(cfg, graph, env) as sup:
+    with (
+        GraphProcesses(plan_graph(EXPERIMENT, ov), env) as graph,
+        EpisodeSupervisor(cfg, graph, env) as sup,
+    ):
         sup.wait_ready()
         return _stats(sup.run_episode())
 
@@ -81,15 +93,24 @@ def main() -> int:
         ros = run_ros(ov)
         local = run_local(ov, realtime=paced)
         row = {
-            "case": name, "camera": "96x96@30" if camera else None, "target_hz": hz if paced else None,
-            "ros_mode": mode, "policy": policy, "ros": ros, "in_process": local,
+            "case": name,
+            "camera": "96x96@30" if camera else None,
+            "target_hz": hz if paced else None,
+            "ros_mode": mode,
+            "policy": policy,
+            "ros": ros,
+            "in_process": local,
             "ratio_rate_ros_over_local": ros["achieved_hz"] / local["achieved_hz"],
-            "ratio_p99_ros_over_local": ros["latency_ms"]["p99"] / max(local["latency_ms"]["p99"], 1e-9),
+            "ratio_p99_ros_over_local": ros["latency_ms"]["p99"]
+            / max(local["latency_ms"]["p99"], 1e-9),
         }
         out.append(row)
-        print(f"{name:20s} ROS {ros['achieved_hz']:7.1f} Hz p50 {ros['latency_ms']['p50']:6.3f} "
-              f"p99 {ros['latency_ms']['p99']:6.3f} ms | in-process {local['achieved_hz']:7.1f} Hz "
-              f"p50 {local['latency_ms']['p50']:6.3f} p99 {local['latency_ms']['p99']:6.3f} ms", flush=True)
+        print(
+            f"{name:20s} ROS {ros['achieved_hz']:7.1f} Hz p50 {ros['latency_ms']['p50']:6.3f} "
+            f"p99 {ros['latency_ms']['p99']:6.3f} ms | in-process {local['achieved_hz']:7.1f} Hz "
+            f"p50 {local['latency_ms']['p50']:6.3f} p99 {local['latency_ms']['p99']:6.3f} ms",
+            flush=True,
+        )
     by = {r["case"]: r for r in out}
     targets = {
         "state_ros_rate_ge_500hz": by["state_max"]["ros"]["achieved_hz"] >= 500,

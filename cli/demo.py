@@ -42,8 +42,11 @@ def run_demo(config: str, overrides: list[str], out: str | None, video: bool = T
     (out_dir / "latency_ms.json").write_text(json.dumps(all_lat))
     from tether.cli.report import latency_histogram
 
-    latency_histogram(all_lat, out_dir / "latency_hist.png",
-                      title=f"obs->action latency over ROS 2 ({len(all_lat)} steps)")
+    latency_histogram(
+        all_lat,
+        out_dir / "latency_hist.png",
+        title=f"obs->action latency over ROS 2 ({len(all_lat)} steps)",
+    )
     if frames:
         from tether.cli.report import write_mp4
 
@@ -55,7 +58,9 @@ def run_demo(config: str, overrides: list[str], out: str | None, video: bool = T
         f"control {summary['control_hz']:.1f} Hz (target {cfg.sim.control_hz:g}), "
         f"obs->action latency p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms"
     )
-    print(f"wrote {out_dir}/summary.json, latency_hist.png" + (", episode_000.mp4" if frames else ""))
+    print(
+        f"wrote {out_dir}/summary.json, latency_hist.png" + (", episode_000.mp4" if frames else "")
+    )
     return 0
 
 

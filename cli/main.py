@@ -19,13 +19,17 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     up = sub.add_parser("up", help="run an experiment's ROS 2 node graph (Ctrl-C stops it)")
-    up.add_argument("experiment", help="experiment YAML, e.g. configs/experiments/panda_lift_expert.yaml")
+    up.add_argument(
+        "experiment", help="experiment YAML, e.g. configs/experiments/panda_lift_expert.yaml"
+    )
     up.add_argument("overrides", nargs="*", help="dotted overrides, e.g. sim.control_hz=50")
     up.add_argument("--log-dir", default=None, help="write each node's output to DIR/<node>.log")
 
     demo = sub.add_parser("demo", help="run seeded expert episodes through the ROS 2 loop")
     demo.add_argument("overrides", nargs="*", help="dotted overrides, e.g. episodes.count=5")
-    demo.add_argument("--config", default=DEFAULT_DEMO, help=f"experiment YAML (default {DEFAULT_DEMO})")
+    demo.add_argument(
+        "--config", default=DEFAULT_DEMO, help=f"experiment YAML (default {DEFAULT_DEMO})"
+    )
     demo.add_argument("--out", default=None, help="output folder (default runs/demo-<time>)")
     demo.add_argument("--episodes", type=int, default=None, help="number of episodes")
     demo.add_argument("--no-video", action="store_true", help="skip the MP4 of episode 0")

@@ -48,7 +48,9 @@ def write_mp4(frames: Sequence[np.ndarray], path: str | Path, fps: float = 30.0)
         for img in frames:
             if (ph, pw) != img.shape[:2]:
                 img = np.pad(img, ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")):
+            for packet in stream.encode(
+                av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
+            ):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)

@@ -38,5 +38,8 @@ class HoldPolicy:
     @property
     def contract(self) -> dict[str, Any]:
         keys = ["state", *(f"images/{c}" for c in self.cfg.cameras)]
-        return {"observation_keys": keys, "action_names": list(self.spec.action.names),
-                "control_hz": self.spec.control_hz}
+        return {
+            "observation_keys": keys,
+            "action_names": list(self.spec.action.names),
+            "control_hz": self.spec.control_hz,
+        }

@@ -29,16 +29,22 @@ _REGISTRY: dict[str, dict[str, Entry]] = {
         "panda": Entry(None, "tether.sim.robots.panda:panda_spec"),
     },
     "sim": {
-        "mujoco": Entry("tether.sim.mujoco.config_mujoco:MujocoConfig",
-                        "tether.sim.mujoco.backend:MujocoBackend"),
+        "mujoco": Entry(
+            "tether.sim.mujoco.config_mujoco:MujocoConfig",
+            "tether.sim.mujoco.backend:MujocoBackend",
+        ),
     },
     "task": {
-        "reach": Entry("tether.sim.tasks.config_tasks:ReachConfig", "tether.sim.tasks.reach:ReachTask"),
+        "reach": Entry(
+            "tether.sim.tasks.config_tasks:ReachConfig", "tether.sim.tasks.reach:ReachTask"
+        ),
         "lift": Entry("tether.sim.tasks.config_tasks:LiftConfig", "tether.sim.tasks.lift:LiftTask"),
     },
     "policy": {
-        "scripted_expert": Entry("tether.sim.experts.config_expert:ScriptedExpertConfig",
-                                 "tether.sim.experts.expert:ScriptedExpert"),
+        "scripted_expert": Entry(
+            "tether.sim.experts.config_expert:ScriptedExpertConfig",
+            "tether.sim.experts.expert:ScriptedExpert",
+        ),
         "hold": Entry("tether.core.policies:HoldPolicyConfig", "tether.core.policies:HoldPolicy"),
     },
 }

@@ -101,7 +101,9 @@ class SafetyFilter:
 
     def _reject(self, reason: str) -> None:
         self.stats.rejected += 1
-        self.stats.reasons[reason.split(" ")[0]] = self.stats.reasons.get(reason.split(" ")[0], 0) + 1
+        self.stats.reasons[reason.split(" ")[0]] = (
+            self.stats.reasons.get(reason.split(" ")[0], 0) + 1
+        )
         raise InvalidCommand(f"action rejected: {reason}")
 
     def command(self, action: np.ndarray, now_s: float) -> None:
@@ -114,7 +116,11 @@ class SafetyFilter:
         self.stats.accepted += 1
 
     def is_stale(self, now_s: float) -> bool:
-        return self._estop or self._last_cmd_t is None or now_s - self._last_cmd_t > self.cfg.watchdog_s
+        return (
+            self._estop
+            or self._last_cmd_t is None
+            or now_s - self._last_cmd_t > self.cfg.watchdog_s
+        )
 
     def output(self, now_s: float, measured: np.ndarray) -> tuple[np.ndarray, bool]:
         """The action to apply now and whether the watchdog is in force.

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from launch import LaunchDescription
 from tether.core.config import load_config
 from tether_ros.graph import find_repo_file, graph_env, launch_overrides, plan_graph
 
@@ -47,7 +47,9 @@ def _experiment_path(value: str) -> str:
 def _graph(context, *args, **kwargs):
     get = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
     experiment = _experiment_path(get["experiment"])
-    overrides = launch_overrides(get["robot"], get["sim"], get["task"], get["policy"], get["headless"])
+    overrides = launch_overrides(
+        get["robot"], get["sim"], get["task"], get["policy"], get["headless"]
+    )
     cfg = load_config(experiment, overrides)
     actions = [SetEnvironmentVariable(k, v) for k, v in sorted(graph_env(cfg, base={}).items())]
     for spec in plan_graph(experiment, overrides):
@@ -66,5 +68,7 @@ def _graph(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    declared = [DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in ARGS.items()]
+    declared = [
+        DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in ARGS.items()
+    ]
     return LaunchDescription([*declared, OpaqueFunction(function=_graph)])

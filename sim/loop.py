@@ -17,7 +17,9 @@ from tether.sim.runner import SimRunner
 
 
 def run_local_episode(
-    cfg: ExperimentConfig, runner: SimRunner | None = None, policy: Any = None,
+    cfg: ExperimentConfig,
+    runner: SimRunner | None = None,
+    policy: Any = None,
     realtime: bool = False,
 ) -> dict[str, Any]:
     """Run one episode (reset with the next seed) and return SimRunner.summary().

@@ -119,7 +119,9 @@ class SimRunner:
             if self.obs.stamp_ns >= nxt:
                 due.append(cam)
                 period = round(1e9 / cam.fps)
-                self._camera_next[cam.name] = nxt + period * max(1, (self.obs.stamp_ns - nxt) // period + 1)
+                self._camera_next[cam.name] = nxt + period * max(
+                    1, (self.obs.stamp_ns - nxt) // period + 1
+                )
         return due
 
     def summary(self) -> dict[str, Any]:

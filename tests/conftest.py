@@ -25,6 +25,7 @@ def panda():
 
     return panda_spec(control_hz=100.0)
 
+
 # Every test session gets its own DDS domain, so concurrent runs (or stray nodes) on this
 # machine never cross-talk. Nodes started as subprocesses inherit it.
 if "ROS_DOMAIN_ID" not in os.environ:

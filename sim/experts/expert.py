@@ -57,7 +57,9 @@ class ScriptedExpert:
         self.task = task
         self.dt = spec.dt
         vmax = {j.name: j.max_velocity for j in spec.joints}
-        self._max_step = np.array([vmax[n] for n in spec.action.names]) * cfg.joint_speed_scale * self.dt
+        self._max_step = (
+            np.array([vmax[n] for n in spec.action.names]) * cfg.joint_speed_scale * self.dt
+        )
         self._lower = np.asarray(kin.LOWER) + LIMIT_MARGIN
         self._upper = np.asarray(kin.UPPER) - LIMIT_MARGIN
         self._home = np.asarray(HOME_ARM)
@@ -79,8 +81,12 @@ class ScriptedExpert:
         state = np.asarray(obs["state"], dtype=np.float64)
         q_meas = state[:7]
         stamp = int(obs.stamp_ns)
-        if (self._q is None or self._last_stamp is None or stamp < self._last_stamp
-                or np.abs(self._q - q_meas).max() > RESYNC_GAP):
+        if (
+            self._q is None
+            or self._last_stamp is None
+            or stamp < self._last_stamp
+            or np.abs(self._q - q_meas).max() > RESYNC_GAP
+        ):
             self._restart(state, stamp)
         self._last_stamp = stamp
         assert self._q is not None
@@ -95,11 +101,23 @@ class ScriptedExpert:
 
         # trapezoid speed profile on the distance left: accelerate, cruise, brake
         dist = float(np.linalg.norm(goal - p_cmd))
-        v = min(speed, math.sqrt(2.0 * self.cfg.max_accel * dist), self._speed + self.cfg.max_accel * self.dt)
+        v = min(
+            speed,
+            math.sqrt(2.0 * self.cfg.max_accel * dist),
+            self._speed + self.cfg.max_accel * self.dt,
+        )
         self._speed = v
-        dq = kin.dls_step(self._q, goal, rot, damping=0.03, max_lin=max(v, 0.005) * self.dt,
-                          max_ang=self.cfg.max_ang_speed * self.dt, q_rest=self._home,
-                          rest_gain=0.5 * self.dt, jac=jac)
+        dq = kin.dls_step(
+            self._q,
+            goal,
+            rot,
+            damping=0.03,
+            max_lin=max(v, 0.005) * self.dt,
+            max_ang=self.cfg.max_ang_speed * self.dt,
+            q_rest=self._home,
+            rest_gain=0.5 * self.dt,
+            jac=jac,
+        )
         # scale the whole step (keeps the direction) so no joint exceeds its rate limit
         ratio = float(np.max(np.abs(dq) / self._max_step[:7]))
         if ratio > 1.0:
@@ -151,8 +169,11 @@ class ScriptedExpert:
 
         if self._phase == "approach":
             goal = cube + np.array([0.0, 0.0, c.approach_height])
-            if (np.linalg.norm(goal - p_cmd) < 1e-3 and np.linalg.norm(goal - p_meas) < 2 * c.tolerance
-                    and fingers > OPEN - 0.005):
+            if (
+                np.linalg.norm(goal - p_cmd) < 1e-3
+                and np.linalg.norm(goal - p_meas) < 2 * c.tolerance
+                and fingers > OPEN - 0.005
+            ):
                 self._set_phase("descend", stamp)
             return goal, rot, OPEN, c.max_speed
         if self._phase == "descend":

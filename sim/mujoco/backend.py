@@ -59,8 +59,10 @@ class MujocoBackend:
         objects = tuple(task.objects) if task is not None else ()
         unknown = [o for o in objects if o not in TASK_BODIES]
         if unknown:
-            raise ConfigError(f"the MuJoCo scene has no task object(s) {unknown} "
-                              f"(available: {', '.join(TASK_BODIES)})")
+            raise ConfigError(
+                f"the MuJoCo scene has no task object(s) {unknown} "
+                f"(available: {', '.join(TASK_BODIES)})"
+            )
         self.model = self._compile(ASSETS / robot / "scene.xml", objects)
         self.data = mujoco.MjData(self.model)
         # the largest physics step <= physics_dt that divides the control period evenly
@@ -71,6 +73,7 @@ class MujocoBackend:
         self._max_duration = getattr(task, "max_duration_s", None)
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self._steps = 0
+        self._viewer: Any = None
 
         m = self.model
         names = (*ARM_JOINTS, *FINGER_JOINTS)
@@ -87,6 +90,17 @@ class MujocoBackend:
                 raise ConfigError(f"sim.cameras: the scene has no camera '{cam.name}'")
             m.cam_fovy[cid] = cam.fovy_deg
         self.reset(0)
+        if not cfg.headless:
+            self._viewer = self._open_viewer()
+
+    def _open_viewer(self) -> Any:
+        """MuJoCo's passive viewer window, synced after every step."""
+        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+            raise ConfigError("sim.headless=false needs a display (DISPLAY is not set); "
+                              "run headless or under a desktop session")
+        import mujoco.viewer
+
+        return mujoco.viewer.launch_passive(self.model, self.data)
 
     @staticmethod
     def _compile(path: Path, objects: tuple[str, ...]) -> Any:
@@ -128,6 +142,8 @@ class MujocoBackend:
         d.ctrl[self._act_fingers] = a[7]  # both fingers get the same opening
         mujoco.mj_step(self.model, d, nstep=self.substeps)
         self._steps += 1
+        if self._viewer is not None:
+            self._viewer.sync()
         obs = self.observe()
         reward, success = 0.0, False
         if self.task is not None:
@@ -189,9 +205,9 @@ class MujocoBackend:
             if jnt < 0 or m.jnt_type[jnt] != mujoco.mjtJoint.mjJNT_FREE:
                 raise ValueError(f"body '{name}' is neither a free nor a mocap body")
             qa, da = m.jnt_qposadr[jnt], m.jnt_dofadr[jnt]
-            d.qpos[qa:qa + 3] = pos
-            d.qpos[qa + 3:qa + 7] = q
-            d.qvel[da:da + 6] = 0.0
+            d.qpos[qa : qa + 3] = pos
+            d.qpos[qa + 3 : qa + 7] = q
+            d.qvel[da : da + 6] = 0.0
         mujoco.mj_forward(m, d)  # so body_pose / contacts see the new pose at once
 
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +217,9 @@ class MujocoBackend:
         return self.data.site_xpos[self._tcp].copy(), quat
 
     def close(self) -> None:
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
         for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()

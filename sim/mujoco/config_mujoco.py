@@ -31,3 +31,5 @@ class MujocoConfig(ComponentConfig):
     render_in_obs: bool = False
     # half-width (rad) of the uniform noise added to the home arm pose at reset
     reset_noise: float = Field(0.02, ge=0, le=0.5)
+    # false: open MuJoCo's interactive viewer window (needs a display); true: offscreen only
+    headless: bool = True

@@ -37,8 +37,12 @@ def panda_spec(control_hz: float = 100.0, cameras: Sequence[CameraSpec] = ()) ->
         for n, lo, hi, v in zip(ARM_JOINTS, ARM_LOWER, ARM_UPPER, ARM_MAX_VELOCITY, strict=True)
     ]
     joints.append(
-        JointSpec(name=FINGER_JOINTS[0], lower=FINGER_RANGE[0], upper=FINGER_RANGE[1],
-                  max_velocity=FINGER_MAX_VELOCITY)
+        JointSpec(
+            name=FINGER_JOINTS[0],
+            lower=FINGER_RANGE[0],
+            upper=FINGER_RANGE[1],
+            max_velocity=FINGER_MAX_VELOCITY,
+        )
     )
     action = ActionSpec(
         mode="joint_position",

@@ -32,7 +32,9 @@ _HC, _HS = math.cos(HAND_YAW), math.sin(HAND_YAW)
 
 def _frames(
     q: np.ndarray,
-) -> tuple[list[tuple[float, float, float]], list[tuple[float, float, float]], np.ndarray, np.ndarray]:
+) -> tuple[
+    list[tuple[float, float, float]], list[tuple[float, float, float]], np.ndarray, np.ndarray
+]:
     """Joint origins (7 x 3), joint axes (7 x 3), TCP position (3,) and rotation (3, 3).
 
     Plain float arithmetic: for 3x3 products numpy's per-call overhead dominates, and the
@@ -50,12 +52,24 @@ def _frames(
         # Tx(a) after Rx(alpha) (a translation along x is unchanged by Rx)
         p0, p1, p2 = p0 + a * x0, p1 + a * x1, p2 + a * x2
         # Rx(alpha): y' = ca y + sa z, z' = -sa y + ca z
-        y0, y1, y2, z0, z1, z2 = (ca * y0 + sa * z0, ca * y1 + sa * z1, ca * y2 + sa * z2,
-                                  ca * z0 - sa * y0, ca * z1 - sa * y1, ca * z2 - sa * y2)
+        y0, y1, y2, z0, z1, z2 = (
+            ca * y0 + sa * z0,
+            ca * y1 + sa * z1,
+            ca * y2 + sa * z2,
+            ca * z0 - sa * y0,
+            ca * z1 - sa * y1,
+            ca * z2 - sa * y2,
+        )
         # Rz(q): x' = c x + s y, y' = -s x + c y
         c, s = math.cos(qi), math.sin(qi)
-        x0, x1, x2, y0, y1, y2 = (c * x0 + s * y0, c * x1 + s * y1, c * x2 + s * y2,
-                                  c * y0 - s * x0, c * y1 - s * x1, c * y2 - s * x2)
+        x0, x1, x2, y0, y1, y2 = (
+            c * x0 + s * y0,
+            c * x1 + s * y1,
+            c * x2 + s * y2,
+            c * y0 - s * x0,
+            c * y1 - s * x1,
+            c * y2 - s * x2,
+        )
         # Tz(d)
         p0, p1, p2 = p0 + d * z0, p1 + d * z1, p2 + d * z2
         origins.append((p0, p1, p2))
@@ -64,11 +78,13 @@ def _frames(
     t = FLANGE_D + TCP_D
     p = np.array((p0 + t * z0, p1 + t * z1, p2 + t * z2))
     c, s = _HC, _HS
-    R = np.array([
-        [c * x0 + s * y0, c * y0 - s * x0, z0],
-        [c * x1 + s * y1, c * y1 - s * x1, z1],
-        [c * x2 + s * y2, c * y2 - s * x2, z2],
-    ])
+    R = np.array(
+        [
+            [c * x0 + s * y0, c * y0 - s * x0, z0],
+            [c * x1 + s * y1, c * y1 - s * x1, z1],
+            [c * x2 + s * y2, c * y2 - s * x2, z2],
+        ]
+    )
     return origins, axes, p, R
 
 
@@ -84,9 +100,17 @@ def jacobian(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     origins, axes, p, R = _frames(np.asarray(q, dtype=np.float64))
     px, py, pz = p.tolist()
     # column i: [z_i x (p - o_i); z_i], written out (np.cross costs ~40 us here)
-    cols = [(zy * (pz - oz) - zz * (py - oy), zz * (px - ox) - zx * (pz - oz),
-             zx * (py - oy) - zy * (px - ox), zx, zy, zz)
-            for (ox, oy, oz), (zx, zy, zz) in zip(origins, axes, strict=True)]
+    cols = [
+        (
+            zy * (pz - oz) - zz * (py - oy),
+            zz * (px - ox) - zx * (pz - oz),
+            zx * (py - oy) - zy * (px - ox),
+            zx,
+            zy,
+            zz,
+        )
+        for (ox, oy, oz), (zx, zy, zz) in zip(origins, axes, strict=True)
+    ]
     J = np.array(cols).T
     return J, p, R
 
@@ -178,8 +202,9 @@ def mat_to_quat(R: np.ndarray) -> np.ndarray:
     t = np.trace(R)
     if t > 0:
         s = 2.0 * np.sqrt(t + 1.0)
-        q = np.array([0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s,
-                      (R[1, 0] - R[0, 1]) / s])
+        q = np.array(
+            [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
+        )
     else:
         i = int(np.argmax(np.diag(R)))
         j, k = (i + 1) % 3, (i + 2) % 3
@@ -196,11 +221,13 @@ def mat_to_quat(R: np.ndarray) -> np.ndarray:
 def quat_to_mat(q: np.ndarray) -> np.ndarray:
     """Quaternion (4,) wxyz -> rotation matrix (3, 3)."""
     w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def down_rotation(yaw: float) -> np.ndarray:

@@ -9,19 +9,30 @@ import pytest
 
 
 def tether(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tether.cli.main", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(
     ("content", "field"),
     [
-        ("name: x\nsim: {type: mujoco, control_hz: -1}\ntask: {type: lift}\npolicy: {type: hold}\n",
-         "sim.control_hz"),
-        ("name: x\nsim: {type: mujoco}\ntask: {type: lift, max_duration_s: fast}\npolicy: {type: hold}\n",
-         "task.max_duration_s"),
-        ("name: x\nsim: {type: mujoco}\ntask: {type: lift}\npolicy: {type: hold}\nsafty: {}\n",
-         "safty"),
+        (
+            "name: x\nsim: {type: mujoco, control_hz: -1}\ntask: {type: lift}\npolicy: {type: hold}\n",
+            "sim.control_hz",
+        ),
+        (
+            "name: x\nsim: {type: mujoco}\ntask: {type: lift, max_duration_s: fast}\npolicy: {type: hold}\n",
+            "task.max_duration_s",
+        ),
+        (
+            "name: x\nsim: {type: mujoco}\ntask: {type: lift}\npolicy: {type: hold}\nsafty: {}\n",
+            "safty",
+        ),
         ("sim: {type: mujoco}\ntask: {type: lift}\npolicy: {type: hold}\n", "name"),
         ("name: x\nsim: {type: gazebo}\ntask: {type: lift}\npolicy: {type: hold}\n", "sim.type"),
     ],

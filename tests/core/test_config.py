@@ -31,7 +31,9 @@ def test_every_experiment_file_validates(repo):
 
 
 def test_dotted_overrides_parse_values():
-    data = apply_overrides(BASE, ["sim.control_hz=250", "episodes.autostart=false", "ros.namespace=arm1"])
+    data = apply_overrides(
+        BASE, ["sim.control_hz=250", "episodes.autostart=false", "ros.namespace=arm1"]
+    )
     cfg = parse_experiment(data)
     assert cfg.sim.control_hz == 250.0
     assert cfg.episodes.autostart is False
@@ -62,10 +64,12 @@ def test_missing_file_and_bad_yaml(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
-    bad.write_text(textwrap.dedent("""\
+    bad.write_text(
+        textwrap.dedent("""\
         name: x
         sim: {type: mujoco
-        """))
+        """)
+    )
     with pytest.raises(ConfigError, match="could not parse YAML"):
         load_config(bad)
 
@@ -89,8 +93,12 @@ def test_dump_round_trips():
 def test_registry_lists_and_registers():
     assert "mujoco" in registry.available("sim")
     assert {"lift", "reach"} <= set(registry.available("task"))
-    registry.register("policy", "hold2", "tether.core.policies:HoldPolicy",
-                      "tether.core.policies:HoldPolicyConfig")
+    registry.register(
+        "policy",
+        "hold2",
+        "tether.core.policies:HoldPolicy",
+        "tether.core.policies:HoldPolicyConfig",
+    )
     assert registry.load("policy", "hold2").__name__ == "HoldPolicy"
     with pytest.raises(ValueError):
         registry.register("widget", "x", "a:b")

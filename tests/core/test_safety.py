@@ -9,11 +9,14 @@ from tether.core.spec import ActionSpec, JointSpec, RobotSpec
 
 
 def _spec(hz: float = 100.0, mode: str = "joint_position") -> RobotSpec:
-    joints = (JointSpec(name="a", lower=-1, upper=1, max_velocity=2.0),
-              JointSpec(name="b", lower=0, upper=0.04, max_velocity=0.2))
+    joints = (
+        JointSpec(name="a", lower=-1, upper=1, max_velocity=2.0),
+        JointSpec(name="b", lower=0, upper=0.04, max_velocity=0.2),
+    )
     action = ActionSpec(mode=mode, names=("a", "b"), low=(-1, 0), high=(1, 0.04))
-    return RobotSpec(name="toy", kind="arm", joints=joints, control_hz=hz, action=action,
-                     state_names=("a", "b"))
+    return RobotSpec(
+        name="toy", kind="arm", joints=joints, control_hz=hz, action=action, state_names=("a", "b")
+    )
 
 
 def test_rejects_nan_inf_and_wrong_shape():

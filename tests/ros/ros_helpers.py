@@ -20,7 +20,9 @@ def ros_context() -> Iterator[rclpy.Context]:
         rclpy.try_shutdown(context=ctx)
 
 
-def spin_until(executor: SingleThreadedExecutor, predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+def spin_until(
+    executor: SingleThreadedExecutor, predicate: Callable[[], bool], timeout_s: float = 10.0
+) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not predicate():
         executor.spin_once(timeout_sec=0.01)

@@ -26,7 +26,12 @@ def test_chunk_trajectory_round_trip(panda):
     chunk = ActionChunk(actions, dt=0.01, t0_ns=2_000_000_000)
     msg = conv.chunk_to_trajectory(chunk, names)
     assert conv.from_time(msg.header.stamp) == chunk.t0_ns
-    assert [conv.from_duration(p.time_from_start) for p in msg.points] == [0, 10**7, 2 * 10**7, 3 * 10**7]
+    assert [conv.from_duration(p.time_from_start) for p in msg.points] == [
+        0,
+        10**7,
+        2 * 10**7,
+        3 * 10**7,
+    ]
     back = conv.trajectory_to_chunk(msg, panda)
     np.testing.assert_allclose(back.actions, actions, atol=1e-6)
     assert back.dt == pytest.approx(0.01) and back.t0_ns == chunk.t0_ns
@@ -42,8 +47,20 @@ def test_trajectory_joint_order_is_normalised(panda):
     np.testing.assert_allclose(conv.trajectory_to_chunk(msg, panda).actions[0], row, atol=1e-7)
 
 
-@pytest.mark.parametrize("fault", ["unknown_name", "missing_name", "nan", "inf", "short", "long",
-                                   "empty", "duplicate", "uneven_time"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "unknown_name",
+        "missing_name",
+        "nan",
+        "inf",
+        "short",
+        "long",
+        "empty",
+        "duplicate",
+        "uneven_time",
+    ],
+)
 def test_bad_trajectories_are_rejected(panda, fault):
     names = list(panda.action.names)
     msg = conv.chunk_to_trajectory(ActionChunk(np.zeros((3, len(names))), 0.01), tuple(names))

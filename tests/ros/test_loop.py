@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.mujoco]
 
 from rcl_interfaces.msg import Log  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from ros_helpers import ros_context, spin_until  # noqa: E402
 from std_msgs.msg import Bool, String  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
@@ -25,16 +26,17 @@ from tether_ros import interface as itf  # noqa: E402
 from tether_ros.policy_server import PolicyServer  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
 
-from ros_helpers import ros_context, spin_until  # noqa: E402
-
 
 def _cfg(repo, *overrides):
-    return load_config(repo / "configs/experiments/panda_lift_expert.yaml",
-                       ["sim.cameras=[]", *overrides])
+    return load_config(
+        repo / "configs/experiments/panda_lift_expert.yaml", ["sim.cameras=[]", *overrides]
+    )
 
 
 def test_sim_bridge_and_policy_server_lift_the_cube(repo):
-    cfg = _cfg(repo, "ros.rate_mode=lockstep", "episodes.autostart=true", "episodes.auto_reset=false")
+    cfg = _cfg(
+        repo, "ros.rate_mode=lockstep", "episodes.autostart=true", "episodes.auto_reset=false"
+    )
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
         server = PolicyServer(cfg, context=ctx)
@@ -45,8 +47,9 @@ def test_sim_bridge_and_policy_server_lift_the_cube(repo):
         from rclpy.node import Node
 
         probe = Node("probe", context=ctx)
-        probe.create_subscription(String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)),
-                                  itf.EVENT_QOS)
+        probe.create_subscription(
+            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
+        )
         ex.add_node(probe)
         z0 = float(bridge.runner.backend.body_pose("cube")[0][2])
         assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), timeout_s=120)
@@ -72,8 +75,13 @@ def _trajectory(names, positions_rows, dt_ns=10_000_000):
 
 
 def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
-    cfg = _cfg(repo, "ros.rate_mode=realtime", "episodes.autostart=true", "episodes.auto_reset=false",
-               "task.max_duration_s=60")
+    cfg = _cfg(
+        repo,
+        "ros.rate_mode=realtime",
+        "episodes.autostart=true",
+        "episodes.auto_reset=false",
+        "task.max_duration_s=60",
+    )
     with ros_context() as ctx:
         from rclpy.node import Node
 
@@ -99,17 +107,19 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
 
         bad_value = 1.5  # a value no accepted command in this test uses for joint 1
         bad = [
-            _trajectory(names[:-1] + ["elbow_of_doom"], [[bad_value] * len(names)]),   # wrong name
-            _trajectory(names, [[float("nan")] + [bad_value] * (len(names) - 1)]),     # NaN
-            _trajectory(names, [[bad_value] * (len(names) - 2)]),                      # too short
-            _trajectory(names, [[bad_value] * (len(names) + 3)]),                      # too long
-            _trajectory(names, [[float("inf")] * len(names)]),                         # inf
+            _trajectory(names[:-1] + ["elbow_of_doom"], [[bad_value] * len(names)]),  # wrong name
+            _trajectory(names, [[float("nan")] + [bad_value] * (len(names) - 1)]),  # NaN
+            _trajectory(names, [[bad_value] * (len(names) - 2)]),  # too short
+            _trajectory(names, [[bad_value] * (len(names) + 3)]),  # too long
+            _trajectory(names, [[float("inf")] * len(names)]),  # inf
         ]
         for msg in bad:
             msg.header.stamp = probe.get_clock().now().to_msg()
             pub.publish(msg)
         assert spin_until(ex, lambda: bridge.rejected >= len(bad), timeout_s=10), bridge.rejected
-        assert spin_until(ex, lambda: any("rejected joint_trajectory" in m for m in logs), timeout_s=5)
+        assert spin_until(
+            ex, lambda: any("rejected joint_trajectory" in m for m in logs), timeout_s=5
+        )
         n_before = len(received)
         assert spin_until(ex, lambda: len(received) > n_before + 5)  # the node keeps stepping
         got = np.array(received)
@@ -125,15 +135,23 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
         good = _trajectory(names, [target] * 200)  # 2 s of the same target, from sim time now
         good.header.stamp.sec, good.header.stamp.nanosec = divmod(obs_stamp, 1_000_000_000)
         pub.publish(good)
-        assert spin_until(ex, lambda: np.isclose(received[-1][0], target[0], atol=1e-6), timeout_s=10)
+        assert spin_until(
+            ex, lambda: np.isclose(received[-1][0], target[0], atol=1e-6), timeout_s=10
+        )
         assert bridge.runner.obs.stamp_ns > obs_stamp
         for n in (probe, bridge):
             n.destroy_node()
 
 
 def test_estop_latches_hold(repo):
-    cfg = _cfg(repo, "ros.rate_mode=realtime", "episodes.autostart=true", "episodes.auto_reset=false",
-               "task.max_duration_s=60", "safety.watchdog_s=10")
+    cfg = _cfg(
+        repo,
+        "ros.rate_mode=realtime",
+        "episodes.autostart=true",
+        "episodes.auto_reset=false",
+        "task.max_duration_s=60",
+        "safety.watchdog_s=10",
+    )
     with ros_context() as ctx:
         from rclpy.node import Node
 

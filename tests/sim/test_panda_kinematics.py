@@ -75,8 +75,9 @@ def test_ik_top_down_grasps_over_the_table() -> None:
     for x in (0.4, 0.5, 0.62):
         for y in (-0.18, 0.0, 0.18):
             for yaw in (-0.78, 0.0, 0.78):
-                q, ok = kin.ik(np.asarray(HOME_ARM), np.array([x, y, 0.025]),
-                               kin.down_rotation(yaw))
+                q, ok = kin.ik(
+                    np.asarray(HOME_ARM), np.array([x, y, 0.025]), kin.down_rotation(yaw)
+                )
                 assert ok, (x, y, yaw)
 
 

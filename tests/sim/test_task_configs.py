@@ -13,8 +13,10 @@ from tether.sim.tasks.config_tasks import LiftConfig, ReachConfig
 @pytest.mark.parametrize("cls", [ReachConfig, LiftConfig, ScriptedExpertConfig])
 def test_defaults_and_misspelled_keys(cls: type) -> None:
     cfg = cls()
-    assert registry.config_class("task" if cls is not ScriptedExpertConfig else "policy",
-                                 cfg.type) is cls
+    assert (
+        registry.config_class("task" if cls is not ScriptedExpertConfig else "policy", cfg.type)
+        is cls
+    )
     with pytest.raises(ValidationError, match="max_sped|x_rnage"):
         cls(max_sped=1.0) if cls is ScriptedExpertConfig else cls(x_rnage=(0, 1))
 

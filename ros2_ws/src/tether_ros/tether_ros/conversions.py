@@ -60,8 +60,11 @@ def joint_state_to_array(msg: JointState, names: tuple[str, ...]) -> np.ndarray:
     got = msg.name
     if len(msg.position) != len(got):
         raise InvalidCommand(f"JointState has {len(got)} names but {len(msg.position)} positions")
-    pos = np.frombuffer(msg.position, np.float64) if isinstance(msg.position, array.array) \
+    pos = (
+        np.frombuffer(msg.position, np.float64)
+        if isinstance(msg.position, array.array)
         else np.asarray(msg.position, np.float64)
+    )
     if len(got) == len(names) and all(a == b for a, b in zip(got, names, strict=True)):
         return pos.astype(np.float32)  # the usual case: same order, no lookup
     index = {n: i for i, n in enumerate(got)}
@@ -143,7 +146,7 @@ def image_msg(img: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
     msg.encoding = "rgb8"
     msg.step = int(img.shape[1] * 3)
     data = array.array("B")
-    data.frombytes(memoryview(img).cast("B"))
+    data.frombytes(img.tobytes())
     msg.data = data  # array.array skips the per-element check of a bytes assignment
     return msg
 

@@ -8,6 +8,7 @@ launch_ros Node actions, so both read one experiment YAML the same way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,7 +66,9 @@ def plan_graph(experiment: str | Path, overrides: list[str] | None = None) -> li
     ns = cfg.ros.namespace
     return [
         NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
-        NodeSpec("policy_server", "tether_ros", "policy_server", "tether_ros.policy_server", ns, params),
+        NodeSpec(
+            "policy_server", "tether_ros", "policy_server", "tether_ros.policy_server", ns, params
+        ),
     ]
 
 
@@ -147,7 +150,11 @@ class GraphProcesses:
         if self.log_dir is None:
             return ""
         path = self.log_dir / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGINT (clean shutdown), then SIGTERM, then SIGKILL for stragglers."""
@@ -156,16 +163,12 @@ class GraphProcesses:
             if not alive:
                 return
             for p in alive:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + wait
             for p in alive:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
 
     def __enter__(self) -> GraphProcesses:
         self.start()

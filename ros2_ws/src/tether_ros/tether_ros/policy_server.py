@@ -38,23 +38,37 @@ class PolicyServer(Node):
         self.policy = build_policy(self.cfg, self.spec)
         keys = list(self.policy.contract.get("observation_keys", ["state"]))
         self.objects: tuple[str, ...] = build_task(self.cfg).objects if "env_state" in keys else ()
-        self.cameras = [k[len(IMAGE_PREFIX):] for k in keys if k.startswith(IMAGE_PREFIX)]
+        self.cameras = [k[len(IMAGE_PREFIX) :] for k in keys if k.startswith(IMAGE_PREFIX)]
         self.sync = StampSync(("state", *(f"obj/{o}" for o in self.objects)))
         self.images: dict[str, np.ndarray] = {}
         self.last_stamp: int | None = None
         self.last_msg: JointTrajectory | None = None
         self.infer_ms: list[float] = []
 
-        self.pub = self.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS, event_callbacks=itf.FAST_PUB)
-        self.create_subscription(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS, event_callbacks=itf.FAST_SUB)
+        self.pub = self.create_publisher(
+            JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.create_subscription(
+            JointState,
+            itf.JOINT_STATES,
+            self._on_state,
+            itf.SENSOR_QOS,
+            event_callbacks=itf.FAST_SUB,
+        )
         for name in self.objects:
             self.create_subscription(
-                PoseStamped, itf.object_pose_topic(name),
-                lambda msg, n=name: self._on_object(n, msg), itf.SENSOR_QOS, event_callbacks=itf.FAST_SUB,
+                PoseStamped,
+                itf.object_pose_topic(name),
+                lambda msg, n=name: self._on_object(n, msg),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
             )
         for cam in self.cameras:
             self.create_subscription(
-                Image, itf.image_topic(cam), lambda msg, c=cam: self._on_image(c, msg), itf.SENSOR_QOS
+                Image,
+                itf.image_topic(cam),
+                lambda msg, c=cam: self._on_image(c, msg),
+                itf.SENSOR_QOS,
             )
         self.create_service(Trigger, "~/reset", self._srv_reset)
         self.get_logger().info(

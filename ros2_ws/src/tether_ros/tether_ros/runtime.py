@@ -29,14 +29,16 @@ def make_executor(context: Any = None) -> SingleThreadedExecutor:
 
 def experiment_from_params(node: Node) -> ExperimentConfig:
     """Load the experiment YAML named by the ``experiment`` parameter with ``overrides``."""
-    path = node.declare_parameter("experiment", "").value
-    overrides = node.declare_parameter(
+    path: str = node.declare_parameter("experiment", "").value
+    overrides: list[str] | None = node.declare_parameter(
         "overrides",
         Parameter.Type.STRING_ARRAY,
         ParameterDescriptor(description="dotted overrides, e.g. policy.steps=10"),
     ).value
     if not path:
-        raise TetherError(f"{node.get_name()}: set the 'experiment' parameter to an experiment YAML")
+        raise TetherError(
+            f"{node.get_name()}: set the 'experiment' parameter to an experiment YAML"
+        )
     return load_config(path, [o for o in overrides or [] if o])
 
 

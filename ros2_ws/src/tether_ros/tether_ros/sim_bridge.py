@@ -12,14 +12,14 @@ import json
 import sys
 from typing import Any
 
+from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from geometry_msgs.msg import PoseStamped
-from rosgraph_msgs.msg import Clock
 from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand
 from tether.core.timing import now_ns
@@ -47,11 +47,20 @@ class SimBridge(Node):
         self._got_action = False
         self._status_seq = 0
 
-        self.pub_clock = self.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB)
-        self.pub_js = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB)
+        self.pub_clock = self.create_publisher(
+            Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.pub_js = self.create_publisher(
+            JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
+        )
         self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
         self.pub_objects = {
-            name: self.create_publisher(PoseStamped, itf.object_pose_topic(name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB)
+            name: self.create_publisher(
+                PoseStamped,
+                itf.object_pose_topic(name),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_PUB,
+            )
             for name in self.runner.task.objects
         }
         self.pub_images = {
@@ -62,7 +71,10 @@ class SimBridge(Node):
             for c in self.spec.cameras
         }
         self.create_subscription(
-            JointTrajectory, itf.JOINT_TRAJECTORY, self._on_trajectory, itf.COMMAND_QOS,
+            JointTrajectory,
+            itf.JOINT_TRAJECTORY,
+            self._on_trajectory,
+            itf.COMMAND_QOS,
             event_callbacks=itf.FAST_SUB,
         )
         self.create_subscription(Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS)
@@ -111,16 +123,24 @@ class SimBridge(Node):
 
     def _emit(self, event: str, data: dict[str, Any]) -> None:
         self._status_seq += 1
-        self.pub_status.publish(String(data=json.dumps({"event": event, "seq": self._status_seq, **data})))
+        self.pub_status.publish(
+            String(data=json.dumps({"event": event, "seq": self._status_seq, **data}))
+        )
 
     def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
         self._reset()
-        resp.success, resp.message = True, json.dumps({"episode": self.runner.episode, "seed": self.runner.seed})
+        resp.success, resp.message = (
+            True,
+            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
+        )
         return resp
 
     def _srv_start(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
         self._start()
-        resp.success, resp.message = True, json.dumps({"episode": self.runner.episode, "seed": self.runner.seed})
+        resp.success, resp.message = (
+            True,
+            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
+        )
         return resp
 
     def _srv_stop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
@@ -143,7 +163,9 @@ class SimBridge(Node):
             self.runner.submit(chunk)
         except InvalidCommand as exc:
             self.rejected += 1
-            self.get_logger().warning(f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0)
+            self.get_logger().warning(
+                f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0
+            )
             return
         self._got_action = True
         if self.mode == "lockstep" and self.running and self.runner.answered():

@@ -32,8 +32,13 @@ class EpisodeSupervisor:
     ``camera``: record that camera's images during episodes started with ``record=True``.
     """
 
-    def __init__(self, cfg: ExperimentConfig, graph: GraphProcesses | None, env: dict[str, str],
-                 camera: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        graph: GraphProcesses | None,
+        env: dict[str, str],
+        camera: str | None = None,
+    ) -> None:
         self.cfg = cfg
         self.graph = graph
         for key in DDS_ENV:  # talk to the graph with the nodes' DDS settings
@@ -41,18 +46,25 @@ class EpisodeSupervisor:
                 os.environ[key] = env[key]
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
-        self.node = Node("episode_supervisor", namespace=cfg.ros.namespace or None, context=self.ctx)
+        self.node = Node(
+            "episode_supervisor", namespace=cfg.ros.namespace or None, context=self.ctx
+        )
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
         self.events: list[dict[str, Any]] = []
         self.frames: list[np.ndarray] = []
         self._recording = False
         self.node.create_subscription(
-            String, itf.EPISODE_STATUS, lambda m: self.events.append(json.loads(m.data)), itf.EVENT_QOS
+            String,
+            itf.EPISODE_STATUS,
+            lambda m: self.events.append(json.loads(m.data)),
+            itf.EVENT_QOS,
         )
         if camera:
-            self.node.create_subscription(Image, itf.image_topic(camera), self._on_image, itf.SENSOR_QOS)
-        self.start = self.node.create_client(Trigger, "sim_bridge/start_episode")
+            self.node.create_subscription(
+                Image, itf.image_topic(camera), self._on_image, itf.SENSOR_QOS
+            )
+        self.start: Any = self.node.create_client(Trigger, "sim_bridge/start_episode")
 
     def _on_image(self, msg: Image) -> None:
         if self._recording:
@@ -66,8 +78,10 @@ class EpisodeSupervisor:
             if dead:
                 name, rc = dead[0]
                 tail = self.graph.log_tail(name) if self.graph else ""
-                raise TetherError(f"node {name} exited with code {rc} while waiting for {what}"
-                                  + (f"; its last output:\n{tail}" if tail else ""))
+                raise TetherError(
+                    f"node {name} exited with code {rc} while waiting for {what}"
+                    + (f"; its last output:\n{tail}" if tail else "")
+                )
             if time.monotonic() > deadline:
                 raise TetherError(f"timed out after {timeout_s:.0f} s waiting for {what}")
             self.ex.spin_once(timeout_sec=0.02)
@@ -76,9 +90,12 @@ class EpisodeSupervisor:
         """Until the sim bridge serves start_episode and a policy server is connected."""
         self.spin_until(self.start.service_is_ready, timeout_s, "the sim bridge to come up")
         self.spin_until(
-            lambda: self.node.count_subscribers(itf.JOINT_STATES) >= 1
-            and self.node.count_publishers(itf.JOINT_TRAJECTORY) >= 1,
-            timeout_s, "the policy server",
+            lambda: (
+                self.node.count_subscribers(itf.JOINT_STATES) >= 1
+                and self.node.count_publishers(itf.JOINT_TRAJECTORY) >= 1
+            ),
+            timeout_s,
+            "the policy server",
         )
 
     def run_episode(self, record: bool = False) -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""`make bench`: run every benchmark, then rebuild the README's performance table from the
+JSON results in benchmarks/results/ (the table is never edited by hand)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+README = HERE.parent / "README.md"
+BENCHMARKS = ["ros_loop.py"]
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def _ms(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def ros_loop_table(data: dict) -> list[str]:
+    rows = [
+        "| loop (Panda lift, MuJoCo) | ROS 2 rate (Hz) | ROS 2 p50 / p99 latency (ms) "
+        "| in-process rate (Hz) | in-process p50 / p99 (ms) | rate ratio ROS / in-process |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in data["cases"]:
+        ros, loc = c["ros"], c["in_process"]
+        target = f"{c['target_hz']} Hz wall clock" if c["target_hz"] else "as fast as possible"
+        what = f"{c['case']}: {'96x96 camera @30 Hz, ' if c['camera'] else 'state only, '}{target}"
+        if c["policy"] != "hold":
+            what += f", {c['policy']}"
+        rows.append(
+            f"| {what} | {ros['achieved_hz']:.0f} | {_ms(ros['latency_ms']['p50'])} / "
+            f"{_ms(ros['latency_ms']['p99'])} | {loc['achieved_hz']:.0f} | "
+            f"{_ms(loc['latency_ms']['p50'])} / {_ms(loc['latency_ms']['p99'])} | "
+            f"{c['ratio_rate_ros_over_local']:.2f} |"
+        )
+    m = data["machine"]
+    rows.append("")
+    rows.append(f"`benchmarks/results/ros_loop.json`, {m['date']}, {m['cpus']} CPUs, "
+                f"load {m['load_avg_1m']:.1f}; latency = observation published -> action received "
+                f"(ROS 2) or policy call (in-process); policy `hold` unless named.")
+    return rows
+
+
+def render() -> None:
+    lines: list[str] = []
+    path = HERE / "results" / "ros_loop.json"
+    if path.exists():
+        lines += ros_loop_table(json.loads(path.read_text()))
+    text = README.read_text()
+    if START not in text or END not in text:
+        print("README has no benchmark markers; table not written")
+        return
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(head + START + "\n" + "\n".join(lines) + "\n" + END + tail)
+    print(f"updated the performance table in {README}")
+
+
+def main() -> int:
+    only_render = "--render" in sys.argv
+    code = 0
+    if not only_render:
+        for script in BENCHMARKS:
+            print(f"== {script}", flush=True)
+            rc = subprocess.call([sys.executable, str(HERE / script)])
+            code = code or rc
+    render()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
