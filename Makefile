@@ -13,11 +13,11 @@ export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
 setup: apt $(STAMP)
 
-# Offscreen rendering needs Mesa's EGL; install it only where it is missing.
+# Offscreen rendering needs Mesa's EGL; install it only where it is missing (Debian/Ubuntu).
 apt:
-	@if ! ldconfig -p | grep -q 'libEGL.so.1' || [ ! -d /usr/lib/x86_64-linux-gnu/dri ] && [ ! -d /usr/lib/aarch64-linux-gnu/dri ]; then \
-	  echo "installing Mesa EGL for offscreen rendering (apt)"; \
-	  SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo ); \
+	@if command -v dpkg >/dev/null && ! dpkg -s libegl1 libgl1-mesa-dri >/dev/null 2>&1; then \
+	  echo "installing Mesa EGL for offscreen rendering (apt-get install libegl1 libgl1-mesa-dri)"; \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libegl1 libgl1-mesa-dri >/dev/null; \
 	fi
 

@@ -38,9 +38,11 @@ def ros_loop_table(data: dict) -> list[str]:
         )
     m = data["machine"]
     rows.append("")
-    rows.append(f"`benchmarks/results/ros_loop.json`, {m['date']}, {m['cpus']} CPUs, "
-                f"load {m['load_avg_1m']:.1f}; latency = observation published -> action received "
-                f"(ROS 2) or policy call (in-process); policy `hold` unless named.")
+    rows.append(
+        f"`benchmarks/results/ros_loop.json`, {m['date']}, {m['cpus']} CPUs, "
+        f"load {m['load_avg_1m']:.1f}; latency = observation published -> action received "
+        f"(ROS 2) or policy call (in-process); policy `hold` unless named."
+    )
     return rows
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from launch import LaunchDescription
 from tether.core.config import load_config
 from tether_ros.graph import find_repo_file, graph_env, launch_overrides, plan_graph
 
@@ -51,7 +51,11 @@ def _graph(context, *args, **kwargs):
         get["robot"], get["sim"], get["task"], get["policy"], get["headless"]
     )
     cfg = load_config(experiment, overrides)
-    actions = [SetEnvironmentVariable(k, v) for k, v in sorted(graph_env(cfg, base={}).items())]
+    # what graph_env adds to the environment (the user's exports win, as in `tether up`;
+    # the DDS profile comes from the experiment)
+    env = graph_env(cfg)
+    added = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    actions = [SetEnvironmentVariable(k, v) for k, v in sorted(added.items())]
     for spec in plan_graph(experiment, overrides):
         actions.append(
             Node(

@@ -96,8 +96,10 @@ class MujocoBackend:
     def _open_viewer(self) -> Any:
         """MuJoCo's passive viewer window, synced after every step."""
         if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-            raise ConfigError("sim.headless=false needs a display (DISPLAY is not set); "
-                              "run headless or under a desktop session")
+            raise ConfigError(
+                "sim.headless=false needs a display (DISPLAY is not set); "
+                "run headless or under a desktop session"
+            )
         import mujoco.viewer
 
         return mujoco.viewer.launch_passive(self.model, self.data)

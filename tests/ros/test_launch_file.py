@@ -82,11 +82,28 @@ class LaunchConfiguration(_Recorded):
 
 class Node(_Recorded):
     # launch_ros.actions.Node's own parameters plus the ExecuteProcess ones the file may pass
-    ALLOWED = frozenset({
-        "executable", "package", "name", "namespace", "exec_name", "parameters", "remappings",
-        "ros_arguments", "arguments", "output", "emulate_tty", "env", "additional_env",
-        "respawn", "respawn_delay", "sigterm_timeout", "sigkill_timeout", "on_exit",
-    })
+    ALLOWED = frozenset(
+        {
+            "executable",
+            "package",
+            "name",
+            "namespace",
+            "exec_name",
+            "parameters",
+            "remappings",
+            "ros_arguments",
+            "arguments",
+            "output",
+            "emulate_tty",
+            "env",
+            "additional_env",
+            "respawn",
+            "respawn_delay",
+            "sigterm_timeout",
+            "sigkill_timeout",
+            "on_exit",
+        }
+    )
 
 
 class FakeContext:
@@ -105,11 +122,20 @@ def _module(name: str, **attrs: Any) -> types.ModuleType:
 @pytest.fixture
 def launch_file(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """The launch file, imported against the fakes (sys.modules restored by monkeypatch)."""
-    actions = _module("launch.actions", DeclareLaunchArgument=DeclareLaunchArgument,
-                      OpaqueFunction=OpaqueFunction, SetEnvironmentVariable=SetEnvironmentVariable)
+    actions = _module(
+        "launch.actions",
+        DeclareLaunchArgument=DeclareLaunchArgument,
+        OpaqueFunction=OpaqueFunction,
+        SetEnvironmentVariable=SetEnvironmentVariable,
+    )
     substitutions = _module("launch.substitutions", LaunchConfiguration=LaunchConfiguration)
-    launch = _module("launch", LaunchDescription=LaunchDescription, actions=actions,
-                     substitutions=substitutions, __path__=[])
+    launch = _module(
+        "launch",
+        LaunchDescription=LaunchDescription,
+        actions=actions,
+        substitutions=substitutions,
+        __path__=[],
+    )
     ros_actions = _module("launch_ros.actions", Node=Node)
     launch_ros = _module("launch_ros", actions=ros_actions, __path__=[])
     for mod in (launch, actions, substitutions, launch_ros, ros_actions):
@@ -143,17 +169,29 @@ def _run(launch_file: types.ModuleType, **args: str) -> list[_Recorded]:
     configs.update(args)
     function: Callable[..., list[_Recorded]] = opaque.kwargs["function"]
     assert len(inspect.signature(function).parameters) >= 1
-    return list(function(FakeContext(configs), *opaque.kwargs.get("args", []) or [],
-                         **opaque.kwargs.get("kwargs", {}) or {}))
+    return list(
+        function(
+            FakeContext(configs),
+            *opaque.kwargs.get("args", []) or [],
+            **opaque.kwargs.get("kwargs", {}) or {},
+        )
+    )
 
 
 def _node_view(node: Node) -> dict[str, Any]:
-    return {k: node.kwargs.get(k) for k in ("package", "executable", "name", "namespace", "parameters")}
+    return {
+        k: node.kwargs.get(k) for k in ("package", "executable", "name", "namespace", "parameters")
+    }
 
 
 def _spec_view(spec: NodeSpec) -> dict[str, Any]:
-    return {"package": spec.package, "executable": spec.executable, "name": spec.name,
-            "namespace": spec.namespace or None, "parameters": [spec.parameters]}
+    return {
+        "package": spec.package,
+        "executable": spec.executable,
+        "name": spec.name,
+        "namespace": spec.namespace or None,
+        "parameters": [spec.parameters],
+    }
 
 
 # --- tests ----------------------------------------------------------------------------------
@@ -181,8 +219,13 @@ def test_nodes_match_plan_graph(launch_file, args, tmp_path, monkeypatch):
     if args:
         args = {"experiment": str(EXPERIMENT), **args}
     actions = _run(launch_file, **args)
-    overrides = launch_overrides(args.get("robot", ""), args.get("sim", ""), args.get("task", ""),
-                                 args.get("policy", ""), "true")
+    overrides = launch_overrides(
+        args.get("robot", ""),
+        args.get("sim", ""),
+        args.get("task", ""),
+        args.get("policy", ""),
+        "true",
+    )
     expected = plan_graph(EXPERIMENT, overrides)
 
     nodes = [a for a in actions if isinstance(a, Node)]
@@ -197,7 +240,10 @@ def test_nodes_match_plan_graph(launch_file, args, tmp_path, monkeypatch):
         assert f"policy.type={args['policy']}" in overrides
 
 
-def test_environment_is_set_before_nodes_start(launch_file):
+def test_environment_is_set_before_nodes_start(launch_file, monkeypatch):
+    for key in ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "PYOPENGL_PLATFORM"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")  # the user's own export wins
     actions = _run(launch_file, experiment=str(EXPERIMENT), task="reach", policy="hold")
     env_idx = [i for i, a in enumerate(actions) if isinstance(a, SetEnvironmentVariable)]
     node_idx = [i for i, a in enumerate(actions) if isinstance(a, Node)]
@@ -209,6 +255,7 @@ def test_environment_is_set_before_nodes_start(launch_file):
     profile = Path(env["FASTDDS_DEFAULT_PROFILES_FILE"])
     assert profile.is_absolute() and profile.is_file(), profile
     assert all(isinstance(v, str) for v in env.values())
+    assert "MUJOCO_GL" not in env
 
 
 def test_namespace_from_the_experiment(launch_file, tmp_path):
@@ -226,12 +273,17 @@ def test_bad_task_fails_with_the_field_name(launch_file):
         _run(launch_file, experiment=str(EXPERIMENT), task="juggle")
 
 
-@pytest.mark.parametrize(("headless", "override"), [("true", None), ("false", "sim.headless=false")])
+@pytest.mark.parametrize(
+    ("headless", "override"), [("true", None), ("false", "sim.headless=false")]
+)
 def test_headless_argument_reaches_the_sim_config(launch_file, headless, override):
     """headless:=false becomes the override sim.headless=false, which the sim config must
     accept (it once had no such field, so the launch failed); true keeps the YAML's value."""
-    nodes = [a for a in _run(launch_file, experiment=str(EXPERIMENT), headless=headless)
-             if isinstance(a, Node)]
+    nodes = [
+        a
+        for a in _run(launch_file, experiment=str(EXPERIMENT), headless=headless)
+        if isinstance(a, Node)
+    ]
     params = nodes[0].kwargs["parameters"][0]
     overrides = params.get("overrides", [])
     if override:
@@ -244,8 +296,13 @@ def test_headless_argument_reaches_the_sim_config(launch_file, headless, overrid
 
 def test_launch_file_does_not_leak_fakes():
     """The fixture's fakes are gone after the tests that used them (monkeypatch restores)."""
-    for name in ("launch", "launch.actions", "launch.substitutions", "launch_ros",
-                 "launch_ros.actions"):
+    for name in (
+        "launch",
+        "launch.actions",
+        "launch.substitutions",
+        "launch_ros",
+        "launch_ros.actions",
+    ):
         mod = sys.modules.get(name)
         assert mod is None or getattr(mod, "Node", None) is not Node
         assert mod is None or getattr(mod, "LaunchDescription", None) is not LaunchDescription

@@ -35,11 +35,23 @@ class NodeSpec:
 
 
 def find_repo_file(path: str) -> Path:
-    """Resolve a repository-relative path (configs/...) from the CWD or the repo root."""
+    """Resolve a repository-relative path (configs/...): as given (absolute or from the CWD),
+    else from the repository this module lives in, else from the colcon-installed
+    share/tether_ros (where configs/ is installed)."""
     p = Path(path)
     if p.is_absolute() or p.exists():
         return p.resolve()
-    return (REPO_ROOT / p).resolve()
+    candidates = [REPO_ROOT / p]
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        candidates.append(Path(get_package_share_directory("tether_ros")) / p)
+    except Exception:  # noqa: BLE001 - not installed by colcon
+        pass
+    for c in candidates:
+        if c.exists():
+            return c.resolve()
+    return candidates[0].resolve()
 
 
 def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict[str, str]:

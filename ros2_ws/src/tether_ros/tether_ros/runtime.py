@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -57,11 +59,16 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
         code = 2
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        # Ctrl-C landed while rclpy was mid-call: a shutdown under way is a clean exit
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             close = getattr(node, "close", None)
             if close is not None:
                 close()
-            node.destroy_node()
+            with contextlib.suppress(RCLError):
+                node.destroy_node()
         rclpy.try_shutdown()
     return code

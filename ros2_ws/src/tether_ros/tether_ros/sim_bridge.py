@@ -28,6 +28,8 @@ from tether_ros import conversions as conv
 from tether_ros import interface as itf
 from tether_ros.runtime import experiment_from_params, run_node
 
+IDLE_PERIOD_S = 0.1
+
 
 class SimBridge(Node):
     """ROS 2 shell around SimRunner."""
@@ -175,9 +177,20 @@ class SimBridge(Node):
     def _tick(self) -> None:
         if self.running:
             self._step()
+        else:
+            self._idle_publish()
+
+    def _idle_publish(self) -> None:
+        """Between episodes, keep publishing the (unchanging) state at ~10 Hz, so late
+        subscribers (RViz, robot_state_publisher, a policy server) see the robot."""
+        if (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
+            self._publish_obs()
 
     def _lockstep_watch(self) -> None:
-        if not self.running or self._wait_since is None:
+        if not self.running:
+            self._idle_publish()
+            return
+        if self._wait_since is None:
             return
         waited_s = (now_ns() - self._wait_since) * 1e-9
         if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s:
