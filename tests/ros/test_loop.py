@@ -33,6 +33,31 @@ def _cfg(repo, *overrides):
     )
 
 
+def _realtime_cfg(repo, *overrides):
+    """A bridge that keeps stepping on the wall clock (commands or not) for a minute."""
+    return _cfg(
+        repo,
+        "ros.rate_mode=realtime",
+        "episodes.autostart=true",
+        "episodes.auto_reset=false",
+        "task.max_duration_s=60",
+        *overrides,
+    )
+
+
+def _spy_on_sim(bridge) -> list[np.ndarray]:
+    """Record every action the simulator receives."""
+    received: list[np.ndarray] = []
+    real_step = bridge.runner.backend.step
+
+    def spy(action):
+        received.append(np.array(action, copy=True))
+        return real_step(action)
+
+    bridge.runner.backend.step = spy
+    return received
+
+
 def test_sim_bridge_and_policy_server_lift_the_cube(repo):
     cfg = _cfg(
         repo, "ros.rate_mode=lockstep", "episodes.autostart=true", "episodes.auto_reset=false"
@@ -75,25 +100,12 @@ def _trajectory(names, positions_rows, dt_ns=10_000_000):
 
 
 def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
-    cfg = _cfg(
-        repo,
-        "ros.rate_mode=realtime",
-        "episodes.autostart=true",
-        "episodes.auto_reset=false",
-        "task.max_duration_s=60",
-    )
+    cfg = _realtime_cfg(repo)
     with ros_context() as ctx:
         from rclpy.node import Node
 
         bridge = SimBridge(cfg, context=ctx)
-        received: list[np.ndarray] = []
-        real_step = bridge.runner.backend.step
-
-        def spy(action):
-            received.append(np.array(action, copy=True))
-            return real_step(action)
-
-        bridge.runner.backend.step = spy
+        received = _spy_on_sim(bridge)
         probe = Node("probe", context=ctx)
         logs: list[str] = []
         probe.create_subscription(Log, "/rosout", lambda m: logs.append(m.msg), 100)
@@ -144,27 +156,39 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
 
 
 def test_estop_latches_hold(repo):
-    cfg = _cfg(
-        repo,
-        "ros.rate_mode=realtime",
-        "episodes.autostart=true",
-        "episodes.auto_reset=false",
-        "task.max_duration_s=60",
-        "safety.watchdog_s=10",
-    )
+    cfg = _realtime_cfg(repo, "safety.watchdog_s=10")
     with ros_context() as ctx:
         from rclpy.node import Node
 
         bridge = SimBridge(cfg, context=ctx)
+        received = _spy_on_sim(bridge)
         probe = Node("probe", context=ctx)
         estop = probe.create_publisher(Bool, itf.ESTOP, itf.COMMAND_QOS)
+        pub = probe.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS)
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
         ex.add_node(probe)
         assert spin_until(ex, lambda: estop.get_subscription_count() > 0)
+        names = list(bridge.spec.action.names)
+        home = bridge.runner.measured(bridge.runner.obs).copy()
+
+        def command_offset(offset: float) -> None:
+            target = home.copy()
+            target[0] += offset
+            msg = _trajectory(names, [target] * 300)  # 3 s from sim time now
+            t = bridge.runner.obs.stamp_ns
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t, 1_000_000_000)
+            pub.publish(msg)
+
         estop.publish(Bool(data=True))
         assert spin_until(ex, lambda: bridge.runner.safety.estopped)
+        n = len(received)
+        command_offset(0.01)  # ignored while the e-stop is latched
+        assert spin_until(ex, lambda: len(received) > n + 20)
+        assert all(abs(a[0] - home[0]) < 1e-3 for a in received[n:])
         estop.publish(Bool(data=False))
         assert spin_until(ex, lambda: not bridge.runner.safety.estopped)
-        for n in (probe, bridge):
-            n.destroy_node()
+        command_offset(0.01)  # accepted again after release
+        assert spin_until(ex, lambda: np.isclose(received[-1][0], home[0] + 0.01, atol=1e-6))
+        for node in (probe, bridge):
+            node.destroy_node()

@@ -38,8 +38,9 @@ SENSOR_QOS = qos_profile_sensor_data
 COMMAND_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
 )
+# as rclcpp::ClockQoS: best effort, keep last 1 (rclpy's TimeSource subscribes best effort)
 CLOCK_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT
 )
 # late joiners (a supervisor started after the bridge) still get recent episode events
 EVENT_QOS = QoSProfile(
@@ -49,7 +50,8 @@ EVENT_QOS = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 
-# No QoS-event handlers on hot-path endpoints: each one is a waitable that rclpy's executor
-# re-adds to its wait set on every spin, which was ~40 % of a 500 Hz loop's time.
+# No QoS-event handlers on the nodes' endpoints: each is a waitable that rclpy's executor
+# re-adds to its wait set on every spin (~40 % of a 500 Hz loop's time). The QoS of every
+# Tether topic is fixed here, so the default "incompatible QoS" warnings add little.
 FAST_PUB = PublisherEventCallbacks(use_default_callbacks=False)
 FAST_SUB = SubscriptionEventCallbacks(use_default_callbacks=False)

@@ -69,6 +69,7 @@ class PolicyServer(Node):
                 itf.image_topic(cam),
                 lambda msg, c=cam: self._on_image(c, msg),
                 itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
             )
         self.create_service(Trigger, "~/reset", self._srv_reset)
         self.get_logger().info(

@@ -55,7 +55,9 @@ class SimBridge(Node):
         self.pub_js = self.create_publisher(
             JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
         )
-        self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
+        self.pub_status = self.create_publisher(
+            String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
+        )
         self.pub_objects = {
             name: self.create_publisher(
                 PoseStamped,
@@ -67,8 +69,15 @@ class SimBridge(Node):
         }
         self.pub_images = {
             c.name: (
-                self.create_publisher(Image, itf.image_topic(c.name), itf.SENSOR_QOS),
-                self.create_publisher(CameraInfo, itf.camera_info_topic(c.name), itf.SENSOR_QOS),
+                self.create_publisher(
+                    Image, itf.image_topic(c.name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
+                ),
+                self.create_publisher(
+                    CameraInfo,
+                    itf.camera_info_topic(c.name),
+                    itf.SENSOR_QOS,
+                    event_callbacks=itf.FAST_PUB,
+                ),
             )
             for c in self.spec.cameras
         }
@@ -79,7 +88,9 @@ class SimBridge(Node):
             itf.COMMAND_QOS,
             event_callbacks=itf.FAST_SUB,
         )
-        self.create_subscription(Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS)
+        self.create_subscription(
+            Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS, event_callbacks=itf.FAST_SUB
+        )
         self.create_service(Trigger, "~/reset", self._srv_reset)
         self.create_service(Trigger, "~/start_episode", self._srv_start)
         self.create_service(Trigger, "~/stop_episode", self._srv_stop)
