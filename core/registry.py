@@ -33,6 +33,10 @@ _REGISTRY: dict[str, dict[str, Entry]] = {
             "tether.sim.mujoco.config_mujoco:MujocoConfig",
             "tether.sim.mujoco.backend:MujocoBackend",
         ),
+        "pybullet": Entry(
+            "tether.sim.pybullet.config_pybullet:PybulletConfig",
+            "tether.sim.pybullet.backend:PybulletBackend",
+        ),
     },
     "task": {
         "reach": Entry(
