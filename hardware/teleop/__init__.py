@@ -1,0 +1,1 @@
+"""Teleoperation devices: keyboard, gamepad, SpaceMouse, scripted expert."""

@@ -1,0 +1,1 @@
+"""Quadrotor dynamics, control and batched simulation (Crazyflie 2.x class)."""
