@@ -17,7 +17,8 @@ def _loaded_after(stmt: str) -> set[str]:
 def test_core_imports_nothing_heavy():
     loaded = _loaded_after(
         "import tether.core, tether.core.config, tether.core.safety, tether.core.timing, "
-        "tether.core.registry, tether.core.experiment, tether.core.policies"
+        "tether.core.registry, tether.core.experiment, tether.core.policies, tether.core.data.lerobot, "
+        "tether.core.data.video"
     )
     heavy = sorted(m for m in HEAVY if m in loaded)
     assert heavy == [], f"tether.core pulled in {heavy}"
