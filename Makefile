@@ -44,7 +44,7 @@ bench: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy core cli sim ros2_ws/src/tether_ros/tether_ros
+	$(PY) -m mypy core cli sim hardware ros2_ws/src/tether_ros/tether_ros
 
 format: setup
 	$(PY) -m ruff format .

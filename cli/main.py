@@ -34,6 +34,21 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=None, help="number of episodes")
     demo.add_argument("--no-video", action="store_true", help="skip the MP4 of episode 0")
 
+    rec = sub.add_parser("record", help="record demonstrations over ROS 2 (LeRobot v3 dataset)")
+    rec.add_argument("experiment", help="experiment YAML")
+    rec.add_argument("overrides", nargs="*", help="dotted overrides")
+    rec.add_argument("--episodes", type=int, default=10, help="successful episodes to save")
+    rec.add_argument("--teleop", default="scripted", help="data source (scripted)")
+    rec.add_argument(
+        "--out", default=None, help="dataset directory (default datasets/<name>-<time>)"
+    )
+    rec.add_argument("--fps", type=int, default=30, help="dataset frames per second")
+
+    ds = sub.add_parser("dataset", help="inspect a recorded dataset")
+    ds_sub = ds.add_subparsers(dest="ds_cmd", required=True)
+    ds_info = ds_sub.add_parser("info", help="episodes, frames, fps, features, stats")
+    ds_info.add_argument("root", help="dataset directory")
+
     check = sub.add_parser("check", help="validate an experiment YAML and print it resolved")
     check.add_argument("experiment")
     check.add_argument("overrides", nargs="*")
@@ -43,7 +58,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # overrides may follow options (`record exp.yaml --episodes 3 sim.control_hz=50`):
+    # argparse leaves such late positionals unparsed, so they are collected here
+    args, extra = parser.parse_known_args(argv)
+    late = [x for x in extra if "=" in x and not x.startswith("-")]
+    if len(late) != len(extra) or (late and not hasattr(args, "overrides")):
+        parser.error(
+            f"unrecognized arguments: {' '.join(x for x in extra if x not in late) or ' '.join(late)}"
+        )
+    if late:
+        args.overrides = [*args.overrides, *late]
     try:
         if args.cmd == "up":
             from tether.cli.up import run_up
@@ -56,6 +81,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.episodes is not None:
                 overrides.append(f"episodes.count={args.episodes}")
             return run_demo(args.config, overrides, args.out, video=not args.no_video)
+        if args.cmd == "record":
+            from tether.cli.record import run_record
+
+            if args.episodes < 1:
+                raise TetherError("--episodes must be at least 1")
+            return run_record(
+                args.experiment, args.overrides, args.out, args.episodes, args.teleop, args.fps
+            )
+        if args.cmd == "dataset":
+            from tether.cli.record import run_dataset_info
+
+            return run_dataset_info(args.root)
         if args.cmd == "check":
             import yaml
 

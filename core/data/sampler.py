@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 NS = 1_000_000_000
 
 
@@ -43,7 +45,7 @@ class FrameSampler:
         self.max_age_ns = {k: round((max_age_s or {}).get(k, default_age) * NS) for k in self.keys}
         self.stats = SamplerStats()
         self._buf: dict[str, deque[tuple[int, Any]]] = {k: deque() for k in self.keys}
-        self._next: int | None = None
+        self._next: int | None = None  # index k of the next frame, at time k / fps
         self._last_stamp: int | None = None
 
     def reset(self) -> None:
@@ -57,25 +59,33 @@ class FrameSampler:
         """Add one value; return the frames that became final, oldest first.
 
         Each frame maps every key to its value plus ``"stamp_ns"`` (the frame's time).
-        A stamp older than the last one seen on this key is ignored.
+        A stamp older than the last one seen on this key means that stream's clock jumped
+        back (a simulator reset): its old values are forgotten and the grid restarts once
+        every stream has a value again (a late message of the previous episode cannot then
+        hold the new one back).
         """
         q = self._buf[key]
         if q and stamp_ns < q[-1][0]:
-            return []
+            q.clear()
+            self._next = None
         q.append((stamp_ns, value))
         if self._next is None:
             if not all(self._buf[k] for k in self.keys):
                 return []
             # the first grid point at which every stream has a value
             start = max(self._buf[k][0][0] for k in self.keys)
-            self._next = -(-start // self.period_ns) * self.period_ns
+            self._next = int(np.ceil(start * self.fps / NS - 1e-9))
         return self._emit()
+
+    def time_of(self, k: int) -> int:
+        """Time of frame index k in ns: round(k / fps), exact on the grid (no drift)."""
+        return round(k * NS / self.fps)
 
     def _emit(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         assert self._next is not None
-        while all(self._buf[k][-1][0] >= self._next for k in self.keys):
-            t = self._next
+        while all(self._buf[k][-1][0] >= self.time_of(self._next) for k in self.keys):
+            t = self.time_of(self._next)
             frame: dict[str, Any] = {"stamp_ns": t}
             ok = True
             for k in self.keys:
@@ -93,5 +103,5 @@ class FrameSampler:
                 self.stats.frames += 1
             else:
                 self.stats.dropped += 1
-            self._next = t + self.period_ns
+            self._next += 1
         return out

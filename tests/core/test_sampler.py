@@ -44,4 +44,13 @@ def test_start_aligns_to_the_grid_and_reset_restarts():
     assert [f["stamp_ns"] // MS for f in s.push("a", 260 * MS, 2)] == [250]
     s.reset()
     assert [f["stamp_ns"] for f in s.push("a", 0, 3)] == [0]
-    assert s.push("a", -5, 4) == []  # older than the last stamp: ignored
+
+
+def test_a_clock_jump_back_restarts_the_stream():
+    s = FrameSampler(("state", "action"), fps=10)
+    s.push("state", 0, "s0")
+    # a late command of the previous episode (t = 2.9 s) arrives after the new one started
+    assert s.push("action", 2900 * MS, "old") == []
+    assert s.push("action", 0, "a0") != []  # back in time: the stale value is forgotten
+    out = s.push("state", 100 * MS, "s1") + s.push("action", 100 * MS, "a1")
+    assert [(f["state"], f["action"]) for f in out] == [("s1", "a1")]

@@ -29,6 +29,8 @@ setup(
         "console_scripts": [
             "sim_bridge = tether_ros.sim_bridge:main",
             "policy_server = tether_ros.policy_server:main",
+            "recorder = tether_ros.recorder:main",
+            "teleop = tether_ros.teleop:main",
         ],
     },
 )

@@ -68,20 +68,29 @@ def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict
     return env
 
 
-def plan_graph(experiment: str | Path, overrides: list[str] | None = None) -> list[NodeSpec]:
-    """The nodes of an experiment: a sim bridge and a policy server, in its namespace."""
+def plan_graph(
+    experiment: str | Path,
+    overrides: list[str] | None = None,
+    recorder: dict[str, object] | None = None,
+) -> list[NodeSpec]:
+    """The nodes of an experiment: a sim bridge and a policy server in its namespace, plus a
+    recorder when ``recorder`` gives its parameters (``output``, optionally ``fps``, ...)."""
     path = str(Path(experiment).resolve())
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
     params: dict[str, object] = {"experiment": path}
     if overrides:
         params["overrides"] = list(overrides)
     ns = cfg.ros.namespace
-    return [
+    nodes = [
         NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
         NodeSpec(
             "policy_server", "tether_ros", "policy_server", "tether_ros.policy_server", ns, params
         ),
     ]
+    if recorder is not None:
+        rec = {**params, **recorder}
+        nodes.append(NodeSpec("recorder", "tether_ros", "recorder", "tether_ros.recorder", ns, rec))
+    return nodes
 
 
 def launch_overrides(

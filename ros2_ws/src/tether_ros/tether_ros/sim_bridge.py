@@ -121,7 +121,15 @@ class SimBridge(Node):
         if self.runner.done:
             self._reset()
         self.running = True
-        self._emit("start", {"episode": self.runner.episode, "seed": self.runner.seed})
+        assert self.runner.obs is not None
+        self._emit(
+            "start",
+            {
+                "episode": self.runner.episode,
+                "seed": self.runner.seed,
+                "stamp_ns": self.runner.obs.stamp_ns,
+            },
+        )
         self._publish_obs()
 
     def _end(self, stopped: bool = False) -> None:

@@ -1,0 +1,123 @@
+"""`tether record`: record demonstrations over ROS 2 into a LeRobotDataset v3.0.
+
+The graph is the experiment's (sim_bridge + policy_server) plus a recorder node; with
+``--teleop scripted`` the policy server runs the task's scripted expert. Only successful
+episodes are kept; the command runs episodes until ``--episodes`` are saved.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tether.core.config import load_config
+from tether.core.errors import TetherError
+
+TELEOP_POLICIES = {"scripted": "scripted_expert"}
+
+
+def run_record(
+    config: str, overrides: list[str], out: str | None, episodes: int, teleop: str, fps: int
+) -> int:
+    from std_msgs.msg import String
+
+    from tether_ros import interface as itf
+    from tether_ros.graph import GraphProcesses, graph_env, plan_graph
+    from tether_ros.recorder import RECORDER_STATUS
+    from tether_ros.supervisor import EpisodeSupervisor
+
+    if teleop not in TELEOP_POLICIES:
+        raise TetherError(
+            f"--teleop {teleop}: recording from '{teleop}' is not available yet "
+            f"(available: {', '.join(TELEOP_POLICIES)})"
+        )
+    overrides = [
+        *overrides,
+        f"policy.type={TELEOP_POLICIES[teleop]}",
+        "episodes.autostart=false",
+        "episodes.auto_reset=false",
+    ]
+    cfg = load_config(config, overrides)
+    root = Path(out) if out else Path("datasets") / time.strftime(f"{cfg.name}-%Y%m%d-%H%M%S")
+    if root.exists() and any(root.iterdir()) and not (root / "meta/info.json").exists():
+        raise TetherError(f"{root} exists and is not a dataset: choose a new --out directory")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    env = graph_env(cfg)
+    nodes = plan_graph(config, overrides, recorder={"output": str(root.resolve()), "fps": fps})
+    print(
+        f"tether record: {episodes} {cfg.task.type} episodes ({teleop}) in {cfg.sim.type} "
+        f"over ROS 2 at {fps} fps -> {root}"
+    )
+    log_dir = root.parent / f".{root.name}-logs"
+    saved = 0
+    attempts = 0
+    t_start = time.monotonic()
+    with GraphProcesses(nodes, env, log_dir) as graph, EpisodeSupervisor(cfg, graph, env) as sup:
+        status: list[dict[str, Any]] = []
+        sup.node.create_subscription(
+            String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        sup.wait_ready()
+        sup.spin_until(
+            lambda: sup.node.count_publishers(RECORDER_STATUS) >= 1, 60.0, "the recorder"
+        )
+        while saved < episodes:
+            if attempts >= 2 * episodes + 5:
+                raise TetherError(
+                    f"only {saved} of {episodes} episodes succeeded in {attempts} tries"
+                )
+            attempts += 1
+            seen = len(status)
+            result = sup.run_episode()
+            sup.spin_until(functools.partial(_grew, status, seen), 120.0, "the recorder to save")
+            st = status[seen]
+            if st["event"] == "saved":
+                saved += 1
+            rate = saved / max(time.monotonic() - t_start, 1e-9) * 60
+            bar = "#" * int(30 * saved / episodes)
+            print(
+                f"  [{bar:<30}] {saved}/{episodes} saved  episode seed {result['seed']}: "
+                f"{st['event']} ({st.get('frames', 0)} frames, {st.get('dropped', 0)} dropped)"
+                f"  {rate:.1f} episodes/min",
+                flush=True,
+            )
+    print(
+        f"saved {saved} episodes to {root} ({attempts} tries, "
+        f"{time.monotonic() - t_start:.0f} s); `tether dataset info {root}` describes it"
+    )
+    return 0
+
+
+def _grew(items: list[Any], n: int) -> bool:
+    return len(items) > n
+
+
+def run_dataset_info(root: str) -> int:
+    """Print episodes, frames, fps, features and stats of a dataset."""
+    import numpy as np
+
+    from tether.core.data.lerobot import DatasetError, LeRobotReader
+
+    try:
+        r = LeRobotReader(root)
+    except (DatasetError, FileNotFoundError) as exc:
+        raise TetherError(f"{root}: {exc}") from None
+    info = r.info
+    print(f"{root}: LeRobotDataset {info['codebase_version']}, robot {info.get('robot_type')}")
+    print(f"  episodes {r.num_episodes}, frames {r.num_frames}, fps {info['fps']}, tasks {r.tasks}")
+    if r.needs_recovery:
+        print("  note: an interrupted save left extra rows; run recovery (the reader ignores them)")
+    print("  features:")
+    np.set_printoptions(precision=3, suppress=True, linewidth=120)
+    for key, ft in info["features"].items():
+        st = r.stats.get(key)
+        line = f"    {key:34s} {ft['dtype']:8s} {ft['shape']}"
+        if st is not None and ft["dtype"] != "video":
+            line += f"  min {np.ravel(st['min'])[:4]} max {np.ravel(st['max'])[:4]}"
+            if np.size(st["min"]) > 4:
+                line += " ..."
+        print(line)
+    return 0

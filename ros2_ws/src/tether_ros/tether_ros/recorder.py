@@ -1,0 +1,280 @@
+"""recorder: samples the robot's topics at the dataset fps (in sim/robot time) and writes
+episodes as a LeRobotDataset v3.0 (parquet + one MP4 per camera).
+
+Subscribes joint_states (observation.state), objects/<name>/pose
+(observation.environment_state), joint_trajectory (action: the command in force at each
+frame's time) and camera/<name>/image_raw (observation.images.<name>). Episodes follow the
+sim bridge's episode_status (start -> start; end -> save if it succeeded, else discard,
+unless keep_failures) and can be driven by hand with ~/start_episode, ~/stop_episode
+(save) and ~/discard_episode (std_srvs/Trigger). Publishes recorder_status (JSON).
+Saved episodes survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode
+in progress and finalizes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from tether.core.config import ExperimentConfig
+from tether.core.errors import InvalidCommand, TetherError
+from tether.core.experiment import build_task, robot_spec
+from tether.core.types import ActionChunk
+from tether_ros import conversions as conv
+from tether_ros import interface as itf
+from tether_ros.runtime import experiment_from_params, run_node
+
+TASK_TEXT = {"lift": "lift the cube", "reach": "reach the target"}
+RECORDER_STATUS = "recorder_status"
+
+
+def dataset_features(cfg: ExperimentConfig) -> dict[str, dict[str, Any]]:
+    """LeRobot features for an experiment: state, environment state, action, one video per
+    camera (names from the RobotSpec)."""
+    spec = robot_spec(cfg)
+    objects = build_task(cfg).objects
+    env_names = [f"{o}.{c}" for o in objects for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+    feats: dict[str, dict[str, Any]] = {
+        "observation.state": {
+            "dtype": "float32",
+            "shape": [len(spec.state_names)],
+            "names": list(spec.state_names),
+        },
+        "action": {
+            "dtype": "float32",
+            "shape": [spec.action.dim],
+            "names": list(spec.action.names),
+        },
+    }
+    if env_names:
+        feats["observation.environment_state"] = {
+            "dtype": "float32",
+            "shape": [len(env_names)],
+            "names": env_names,
+        }
+    for cam in spec.cameras:
+        feats[f"observation.images.{cam.name}"] = {
+            "dtype": "video",
+            "shape": [cam.height, cam.width, 3],
+            "names": ["height", "width", "channels"],
+        }
+    return feats
+
+
+class Recorder(Node):
+    """ROS 2 shell around FrameSampler + LeRobotWriter."""
+
+    def __init__(
+        self, cfg: ExperimentConfig | None = None, output: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__("recorder", start_parameter_services=False, **kwargs)
+        from tether.core.data.lerobot import LeRobotWriter
+        from tether.core.data.sampler import FrameSampler
+
+        self.cfg = cfg or experiment_from_params(self)
+        out = output or self.declare_parameter("output", "").value
+        if not out:
+            raise TetherError("recorder: set the 'output' parameter to the dataset directory")
+        self.fps = int(self.declare_parameter("fps", 30).value)
+        self.task_text = str(
+            self.declare_parameter(
+                "task_text", TASK_TEXT.get(self.cfg.task.type, self.cfg.task.type)
+            ).value
+        )
+        self.keep_failures = bool(self.declare_parameter("keep_failures", False).value)
+        self.follow = bool(self.declare_parameter("follow_episodes", True).value)
+        self.spec = robot_spec(self.cfg)
+        self.objects = tuple(build_task(self.cfg).objects)
+        self.features = dataset_features(self.cfg)
+        self.writer = LeRobotWriter(
+            Path(out),
+            self.fps,
+            self.features,
+            robot_type=self.spec.name,
+            resume=(Path(out) / "meta/info.json").exists(),
+        )
+        keys = [
+            "state",
+            "action",
+            *(f"obj/{o}" for o in self.objects),
+            *(f"img/{c.name}" for c in self.spec.cameras),
+        ]
+        # cameras may run slower than the dataset; allow one camera period of age
+        ages = {f"img/{c.name}": 1.5 / c.fps for c in self.spec.cameras}
+        self.sampler = FrameSampler(tuple(keys), self.fps, ages)
+        self.recording = False
+        self.frames = 0
+        # messages heard while idle: the first observation of an episode can arrive before
+        # the episode's start event (different topics are not ordered), so it is replayed
+        self._idle: deque[tuple[str, int, Any]] = deque(maxlen=256)
+
+        self.pub_status = self.create_publisher(String, RECORDER_STATUS, itf.EVENT_QOS)
+        self.create_subscription(
+            JointState,
+            itf.JOINT_STATES,
+            self._on_state,
+            itf.SENSOR_QOS,
+            event_callbacks=itf.FAST_SUB,
+        )
+        self.create_subscription(
+            JointTrajectory,
+            itf.JOINT_TRAJECTORY,
+            self._on_action,
+            itf.COMMAND_QOS,
+            event_callbacks=itf.FAST_SUB,
+        )
+        for o in self.objects:
+            self.create_subscription(
+                PoseStamped,
+                itf.object_pose_topic(o),
+                lambda m, o=o: self._push(
+                    f"obj/{o}", conv.from_time(m.header.stamp), conv.pose_to_array(m)
+                ),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
+        for c in self.spec.cameras:
+            self.create_subscription(
+                Image,
+                itf.image_topic(c.name),
+                lambda m, c=c.name: self._on_image(c, m),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
+        if self.follow:
+            self.create_subscription(String, itf.EPISODE_STATUS, self._on_episode, itf.EVENT_QOS)
+        self.create_service(Trigger, "~/start_episode", self._srv(lambda: self.start_episode()))
+        self.create_service(Trigger, "~/stop_episode", self._srv(self.save_episode))
+        self.create_service(Trigger, "~/discard_episode", self._srv(self.discard_episode))
+        self.get_logger().info(f"recording {list(self.features)} at {self.fps} fps to {out}")
+
+    # --- streams ---------------------------------------------------------------------
+    def _push(self, key: str, stamp: int, value: Any) -> None:
+        if not self.recording:
+            if self._idle and any(k == key and t > stamp for k, t, _ in self._idle):
+                self._idle.clear()  # the clock went back: a new episode's data starts here
+            self._idle.append((key, stamp, value))
+            return
+        for frame in self.sampler.push(key, stamp, value):
+            self._add(frame)
+
+    def _on_state(self, msg: JointState) -> None:
+        try:
+            state = conv.joint_state_to_array(msg, self.spec.state_names)
+        except InvalidCommand:
+            return
+        self._push("state", conv.from_time(msg.header.stamp), state)
+
+    def _on_action(self, msg: JointTrajectory) -> None:
+        try:
+            chunk = conv.trajectory_to_chunk(msg, self.spec)
+        except InvalidCommand:
+            return  # the sim bridge rejects it too: it is not what the robot did
+        self._push("action", chunk.t0_ns, chunk)
+
+    def _on_image(self, cam: str, msg: Image) -> None:
+        try:
+            img = conv.image_to_array(msg).copy()
+        except InvalidCommand:
+            return
+        self._push(f"img/{cam}", conv.from_time(msg.header.stamp), img)
+
+    def _add(self, frame: dict[str, Any]) -> None:
+        chunk: ActionChunk = frame["action"]
+        action = chunk.action_at(frame["stamp_ns"])
+        row = {
+            "observation.state": frame["state"],
+            "action": chunk.actions[-1] if action is None else action,
+        }
+        if self.objects:
+            row["observation.environment_state"] = np.concatenate(
+                [frame[f"obj/{o}"] for o in self.objects]
+            ).astype(np.float32)
+        for c in self.spec.cameras:
+            row[f"observation.images.{c.name}"] = frame[f"img/{c.name}"]
+        self.writer.add_frame(row)
+        self.frames += 1
+
+    # --- episodes ----------------------------------------------------------------------
+    def _on_episode(self, msg: String) -> None:
+        event = json.loads(msg.data)
+        if event.get("event") == "start":
+            self.start_episode(event.get("stamp_ns"))
+        elif event.get("event") == "end" and self.recording:
+            if event.get("success") or self.keep_failures:
+                self.save_episode()
+            else:
+                self.discard_episode("the episode failed")
+
+    def start_episode(self, start_ns: int | None = None) -> str:
+        """Start an episode; messages already heard at or after ``start_ns`` are part of it."""
+        if self.recording:
+            self.writer.discard_episode()
+        self.sampler.reset()
+        self.writer.start_episode(self.task_text)
+        self.recording, self.frames = True, 0
+        early = [m for m in self._idle if start_ns is not None and m[1] >= start_ns]
+        self._idle.clear()
+        for key, stamp, value in early:
+            self._push(key, stamp, value)
+        return "recording"
+
+    def save_episode(self) -> str:
+        if not self.recording:
+            return "not recording"
+        self.recording = False
+        if self.frames == 0:
+            self.writer.discard_episode()
+            return self._status("discarded", reason="no frames")
+        index = self.writer.save_episode()
+        return self._status(
+            "saved", episode=index, frames=self.frames, dropped=self.sampler.stats.dropped
+        )
+
+    def discard_episode(self, reason: str = "asked") -> str:
+        if not self.recording:
+            return "not recording"
+        self.recording = False
+        self.writer.discard_episode()
+        return self._status("discarded", reason=reason, frames=self.frames)
+
+    def _status(self, event: str, **data: Any) -> str:
+        text = json.dumps({"event": event, "episodes": self.writer.num_episodes, **data})
+        self.pub_status.publish(String(data=text))
+        self.get_logger().info(text)
+        return text
+
+    def _srv(self, fn: Any) -> Any:
+        def handler(_req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+            try:
+                resp.message, resp.success = fn(), True
+            except TetherError as exc:
+                resp.message, resp.success = str(exc), False
+            return resp
+
+        return handler
+
+    def close(self) -> None:
+        if self.recording:
+            self.writer.discard_episode()
+            self.recording = False
+        self.writer.finalize()
+
+
+def main(args: list[str] | None = None) -> None:
+    sys.exit(run_node(Recorder, args))
+
+
+if __name__ == "__main__":
+    main()

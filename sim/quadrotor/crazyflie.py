@@ -1,0 +1,179 @@
+"""Crazyflie 2.x parameters and its RobotSpec for the three quadrotor action modes.
+
+Pure python + numpy: importing this never loads a simulator.
+
+Body frame: FLU (x forward, y left, z up, REP-103). World frame: ENU, z up.
+Rotor layout (X configuration, same numbering and positions as gym-pybullet-drones'
+``cf2x.urdf``; arm length 0.0397 m, so each rotor sits at (+-0.028, +-0.028) m), seen
+from above with +x (front) up the page and +y to the left::
+
+            front (+x)
+       0 (CCW)     3 (CW)          0: (+a, +a) front-left
+            \\     /               1: (-a, +a) back-left
+              X                    2: (-a, -a) back-right
+            /     \\               3: (+a, -a) front-right
+       1 (CW)      2 (CCW)
+
+Yaw sign convention: a rotor spinning CCW (angular velocity +z) is braked by air drag, so the
+motor pushes the body the other way: reaction torque -km*rpm^2 about +z. CW rotors give
++km*rpm^2. Speeding up rotors 1 and 3 (CW) therefore yaws the drone CCW (positive yaw rate).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.core.spec import ActionSpec, RobotSpec
+
+GRAVITY = 9.81  # m/s^2, the value gym-pybullet-drones uses
+
+QuadActionMode = Literal["rotor_rpm", "thrust_rates", "velocity_setpoint"]
+
+
+class QuadrotorParams(BaseModel):
+    """Physical parameters of an X-configuration quadrotor. SI units, RPM for rotor speed.
+
+    Defaults are the Crazyflie 2.x of gym-pybullet-drones ``assets/cf2x.urdf`` (mass,
+    inertia, arm, kf, km, thrust-to-weight; drag and ground-effect coefficients from its later
+    revision), which cites Luis & Le Ny, arXiv:1608.05786 (2016), Hamer's "Crazyflie
+    Modelling" notes and Landry, MIT 2015; kf/km go back to Foerster, "System
+    Identification of the Crazyflie 2.0 Nano Quadrocopter" (ETH Zurich, 2015).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mass: float = Field(0.027, gt=0)  # kg, cf2x.urdf <mass>
+    # kg m^2, diagonal body inertia (cf2x.urdf <inertia>)
+    inertia: tuple[float, float, float] = (1.4e-5, 1.4e-5, 2.17e-5)
+    arm_length: float = Field(0.0397, gt=0)  # m, centre to rotor axis (cf2x.urdf "arm")
+    # N / rpm^2: thrust of one rotor = kf * rpm^2 (cf2x.urdf "kf")
+    kf: float = Field(3.16e-10, gt=0)
+    # N m / rpm^2: reaction torque of one rotor = km * rpm^2 (cf2x.urdf "km")
+    km: float = Field(7.94e-12, gt=0)
+    # max total thrust / weight; sets max rpm = sqrt(t2w * m g / (4 kf)) ~ 21702 rpm
+    thrust_to_weight: float = Field(2.25, gt=1)
+    # s, first-order rotor speed lag. gym-pybullet-drones has none; published Crazyflie
+    # identifications range ~0.015-0.05 s, we take the middle. 0 = ideal motors.
+    motor_tau: float = Field(0.03, ge=0)
+    # rotor spin directions (+1 = CCW seen from above), see the module docstring
+    spin: tuple[float, float, float, float] = (1.0, -1.0, 1.0, -1.0)
+    # linear drag (gym-pybullet-drones newer cf2x.urdf drag_coeff_xy / _z), in N per
+    # (m/s body velocity) per (rad/s summed rotor speed): F_b = -c * sum(omega_i) * v_b
+    drag_xy: float = Field(9.1785e-7, ge=0)
+    drag_z: float = Field(10.311e-7, ge=0)
+    # ground effect (same source): extra thrust per rotor
+    # kf rpm^2 * gnd_eff_coeff * (prop_radius / (4 h))^2, h = rotor height, clipped below
+    gnd_eff_coeff: float = Field(11.36859, ge=0)
+    prop_radius: float = Field(2.31348e-2, gt=0)  # m
+
+    @property
+    def weight(self) -> float:
+        """N."""
+        return self.mass * GRAVITY
+
+    @property
+    def hover_rpm(self) -> float:
+        """RPM per rotor whose four thrusts balance gravity (~14468 rpm)."""
+        return float(np.sqrt(self.weight / (4.0 * self.kf)))
+
+    @property
+    def max_rpm(self) -> float:
+        """RPM limit per rotor (~21702 rpm for the Crazyflie)."""
+        return float(np.sqrt(self.thrust_to_weight * self.weight / (4.0 * self.kf)))
+
+    @property
+    def max_thrust(self) -> float:
+        """Collective thrust at max rpm, N."""
+        return 4.0 * self.kf * self.max_rpm**2
+
+    def rotor_positions(self) -> np.ndarray:
+        """Rotor centres in the body frame, m. Shape: (4, 3)."""
+        a = self.arm_length / np.sqrt(2.0)
+        return np.array([[a, a, 0.0], [-a, a, 0.0], [-a, -a, 0.0], [a, -a, 0.0]])
+
+    def mixer(self) -> np.ndarray:
+        """Map rpm^2 of the 4 rotors to [thrust N, torque_x, torque_y, torque_z N m].
+
+        Shape: (4, 4); wrench = mixer @ rpm**2.
+        """
+        pos = self.rotor_positions()
+        kf, km = self.kf, self.km
+        spin = np.asarray(self.spin)
+        return np.stack(
+            [
+                np.full(4, kf),
+                kf * pos[:, 1],  # thrust up at +y rolls positive (right-hand about +x)
+                -kf * pos[:, 0],  # thrust up at +x pitches nose up = negative about +y
+                -km * spin,  # reaction torque opposes the rotor's spin
+            ]
+        )
+
+
+CRAZYFLIE = QuadrotorParams()
+
+
+def crazyflie_spec(
+    control_hz: float = 100.0,
+    mode: QuadActionMode = "rotor_rpm",
+    params: QuadrotorParams = CRAZYFLIE,
+) -> RobotSpec:
+    """RobotSpec of a Crazyflie 2.x in one of the three quadrotor action modes.
+
+    Action shapes (4,): ``rotor_rpm`` rotor speeds 0..max_rpm (rpm); ``thrust_rates``
+    collective thrust (N, body z) and body rates p, q, r (rad/s, FLU); ``velocity_setpoint``
+    world ENU velocity vx, vy, vz (m/s) and yaw rate (rad/s). State (13,): position (m,
+    world), quaternion wxyz (world from body), linear velocity (m/s, world), angular
+    velocity (rad/s, body).
+    """
+    if mode == "rotor_rpm":
+        action = ActionSpec(
+            mode=mode,
+            names=("rotor0", "rotor1", "rotor2", "rotor3"),
+            low=(0.0,) * 4,
+            high=(params.max_rpm,) * 4,
+            units=("rpm",) * 4,
+        )
+    elif mode == "thrust_rates":
+        # 10 rad/s ~ 570 deg/s: a little above the firmware's default rate limits
+        action = ActionSpec(
+            mode=mode,
+            names=("thrust", "roll_rate", "pitch_rate", "yaw_rate"),
+            low=(0.0, -10.0, -10.0, -10.0),
+            high=(params.max_thrust, 10.0, 10.0, 10.0),
+            units=("N", "rad/s", "rad/s", "rad/s"),
+        )
+    else:
+        action = ActionSpec(
+            mode=mode,
+            names=("vx", "vy", "vz", "yaw_rate"),
+            low=(-1.0, -1.0, -1.0, -2.0),
+            high=(1.0, 1.0, 1.0, 2.0),
+            units=("m/s", "m/s", "m/s", "rad/s"),
+        )
+    return RobotSpec(
+        name="crazyflie",
+        kind="quadcopter",
+        control_hz=control_hz,
+        action=action,
+        state_names=STATE_NAMES,
+    )
+
+
+STATE_NAMES = (
+    "x",
+    "y",
+    "z",
+    "qw",
+    "qx",
+    "qy",
+    "qz",
+    "vx",
+    "vy",
+    "vz",
+    "wx",
+    "wy",
+    "wz",
+)
