@@ -10,7 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
-BENCHMARKS = ["ros_loop.py"]
+BENCHMARKS = ["ros_loop.py", "recorder.py"]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
@@ -46,11 +46,30 @@ def ros_loop_table(data: dict) -> list[str]:
     return rows
 
 
+def recorder_table(d: dict) -> list[str]:
+    return [
+        "",
+        "| recorder (`benchmarks/results/recorder.json`) | value |",
+        "|---|---|",
+        f"| episode | {d['duration_sim_s']:.0f} s sim time, {d['cameras']} + state, {d['fps']} fps |",
+        f"| frames expected / written / dropped | {d['frames_expected']} / {d['frames_written']} "
+        f"/ {d['frames_dropped']} |",
+        f"| recorder CPU | {d['recorder_cpu_percent_of_one_core']:.0f} % of one core |",
+        f"| wall clock / sim control rate achieved | {d['wall_s']:.0f} s / "
+        f"{d['sim_control_hz']:.0f} Hz (target 100) |",
+        f"| dataset written | {d['dataset_bytes'] / 1e6:.1f} MB ({d['write_mb_per_s']:.2f} MB/s; "
+        f"raw images arrive at {d['raw_image_mb_per_s']:.0f} MB/s) |",
+    ]
+
+
 def render() -> None:
     lines: list[str] = []
     path = HERE / "results" / "ros_loop.json"
     if path.exists():
         lines += ros_loop_table(json.loads(path.read_text()))
+    path = HERE / "results" / "recorder.json"
+    if path.exists():
+        lines += recorder_table(json.loads(path.read_text()))
     text = README.read_text()
     if START not in text or END not in text:
         print("README has no benchmark markers; table not written")
