@@ -43,11 +43,50 @@ def _parser() -> argparse.ArgumentParser:
         "--out", default=None, help="dataset directory (default datasets/<name>-<time>)"
     )
     rec.add_argument("--fps", type=int, default=30, help="dataset frames per second")
+    rec.add_argument(
+        "--mcap",
+        action="store_true",
+        help="also write each episode's raw topics to DIR/mcap/ (rosbag2 MCAP)",
+    )
 
     ds = sub.add_parser("dataset", help="inspect a recorded dataset")
     ds_sub = ds.add_subparsers(dest="ds_cmd", required=True)
     ds_info = ds_sub.add_parser("info", help="episodes, frames, fps, features, stats")
     ds_info.add_argument("root", help="dataset directory")
+    ds_render = ds_sub.add_parser(
+        "render", help="an episode's cameras as MP4, or a PNG frame strip with state/action plots"
+    )
+    ds_render.add_argument("root", help="dataset directory")
+    ds_render.add_argument("--episode", type=int, default=0, help="episode index (default 0)")
+    ds_render.add_argument(
+        "--out", default=None, help="FILE.mp4 or FILE.png (default runs/<dataset>-ep<K>.mp4)"
+    )
+
+    rep = sub.add_parser(
+        "replay", help="play a recorded episode's actions back in sim and measure the drift"
+    )
+    rep.add_argument("root", help="dataset directory")
+    rep.add_argument("overrides", nargs="*", help="dotted overrides, e.g. sim.control_hz=50")
+    rep.add_argument("--episode", type=int, default=0, help="episode index (default 0)")
+    replay_cfg = "configs/experiments/panda_lift_expert.yaml"
+    rep.add_argument("--config", default=replay_cfg, help=f"experiment YAML (default {replay_cfg})")
+    rep.add_argument(
+        "--seed", type=int, default=None, help="reset seed (default: the episode index)"
+    )
+    rep.add_argument("--out", default=None, help="output folder (default runs/replay-<time>)")
+    rep.add_argument("--no-video", action="store_true", help="skip the side-by-side MP4")
+    rep.add_argument(
+        "--interpolate",
+        choices=("hold", "linear"),
+        default="hold",
+        help="hold each action for 1/fps (default) or interpolate linearly between frames",
+    )
+    rep.add_argument(
+        "--settle",
+        type=float,
+        default=0.5,
+        help="seconds to hold the last action after the last frame (default 0.5)",
+    )
 
     check = sub.add_parser("check", help="validate an experiment YAML and print it resolved")
     check.add_argument("experiment")
@@ -87,12 +126,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.episodes < 1:
                 raise TetherError("--episodes must be at least 1")
             return run_record(
-                args.experiment, args.overrides, args.out, args.episodes, args.teleop, args.fps
+                args.experiment,
+                args.overrides,
+                args.out,
+                args.episodes,
+                args.teleop,
+                args.fps,
+                mcap=args.mcap,
             )
         if args.cmd == "dataset":
+            if args.ds_cmd == "render":
+                from tether.cli.dataset import run_render
+
+                return run_render(args.root, args.episode, args.out)
             from tether.cli.record import run_dataset_info
 
             return run_dataset_info(args.root)
+        if args.cmd == "replay":
+            from tether.cli.dataset import run_replay
+
+            return run_replay(
+                args.root,
+                args.episode,
+                args.config,
+                args.overrides,
+                seed=args.seed,
+                out=args.out,
+                video=not args.no_video,
+                interpolate=args.interpolate,
+                settle_s=args.settle,
+            )
         if args.cmd == "check":
             import yaml
 

@@ -20,7 +20,13 @@ TELEOP_POLICIES = {"scripted": "scripted_expert"}
 
 
 def run_record(
-    config: str, overrides: list[str], out: str | None, episodes: int, teleop: str, fps: int
+    config: str,
+    overrides: list[str],
+    out: str | None,
+    episodes: int,
+    teleop: str,
+    fps: int,
+    mcap: bool = False,
 ) -> int:
     from std_msgs.msg import String
 
@@ -46,7 +52,9 @@ def run_record(
         raise TetherError(f"{root} exists and is not a dataset: choose a new --out directory")
     root.parent.mkdir(parents=True, exist_ok=True)
     env = graph_env(cfg)
-    nodes = plan_graph(config, overrides, recorder={"output": str(root.resolve()), "fps": fps})
+    nodes = plan_graph(
+        config, overrides, recorder={"output": str(root.resolve()), "fps": fps, "mcap": mcap}
+    )
     print(
         f"tether record: {episodes} {cfg.task.type} episodes ({teleop}) in {cfg.sim.type} "
         f"over ROS 2 at {fps} fps -> {root}"

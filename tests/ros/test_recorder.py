@@ -146,6 +146,7 @@ def test_record_cli_and_dataset_info(repo, tmp_path):
         "2",
         "--out",
         str(out),
+        "--mcap",
         "ros.rate_mode=lockstep",
         "sim.cameras=[]",
     ]
@@ -161,3 +162,17 @@ def test_record_cli_and_dataset_info(repo, tmp_path):
     assert info.returncode == 0, info.stderr
     assert "episodes 2" in info.stdout and "observation.state" in info.stdout
     assert LeRobotReader(out).num_episodes == 2
+    # each saved episode has its raw topics in a rosbag2 MCAP bag that rosbags can read
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    bags = sorted((out / "mcap").iterdir())
+    assert [b.name for b in bags] == ["episode_000000", "episode_000001"]
+    with Reader(bags[0]) as bag:
+        counts = {c.topic: c.msgcount for c in bag.connections}
+        assert counts["/joint_states"] > 100 and counts["/joint_trajectory"] > 100
+        conn = next(c for c in bag.connections if c.topic == "/joint_states")
+        _, _, raw = next(bag.messages(connections=[conn]))
+        msg = store.deserialize_cdr(raw, conn.msgtype)
+        assert list(msg.name)[:2] == ["panda_joint1", "panda_joint2"]

@@ -14,6 +14,7 @@ in progress and finalizes.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections import deque
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -94,6 +96,10 @@ class Recorder(Node):
         )
         self.keep_failures = bool(self.declare_parameter("keep_failures", False).value)
         self.follow = bool(self.declare_parameter("follow_episodes", True).value)
+        # also write each episode's raw topics to a rosbag2 MCAP bag in <output>/mcap/
+        self.record_mcap = bool(self.declare_parameter("mcap", False).value)
+        self.bag: Any = None
+        self._bag_topics: dict[str, str] = {}
         self.spec = robot_spec(self.cfg)
         self.objects = tuple(build_task(self.cfg).objects)
         self.features = dataset_features(self.cfg)
@@ -118,39 +124,27 @@ class Recorder(Node):
         # messages heard while idle: the first observation of an episode can arrive before
         # the episode's start event (different topics are not ordered), so it is replayed
         self._idle: deque[tuple[str, int, Any]] = deque(maxlen=256)
+        self._armed: set[str] = set()
+        self._arm_until: int | None = None
 
         self.pub_status = self.create_publisher(String, RECORDER_STATUS, itf.EVENT_QOS)
-        self.create_subscription(
-            JointState,
-            itf.JOINT_STATES,
-            self._on_state,
-            itf.SENSOR_QOS,
-            event_callbacks=itf.FAST_SUB,
-        )
-        self.create_subscription(
-            JointTrajectory,
-            itf.JOINT_TRAJECTORY,
-            self._on_action,
-            itf.COMMAND_QOS,
-            event_callbacks=itf.FAST_SUB,
-        )
+        self._subscribe(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS)
+        self._subscribe(JointTrajectory, itf.JOINT_TRAJECTORY, self._on_action, itf.COMMAND_QOS)
         for o in self.objects:
-            self.create_subscription(
+            self._subscribe(
                 PoseStamped,
                 itf.object_pose_topic(o),
                 lambda m, o=o: self._push(
                     f"obj/{o}", conv.from_time(m.header.stamp), conv.pose_to_array(m)
                 ),
                 itf.SENSOR_QOS,
-                event_callbacks=itf.FAST_SUB,
             )
         for c in self.spec.cameras:
-            self.create_subscription(
+            self._subscribe(
                 Image,
                 itf.image_topic(c.name),
                 lambda m, c=c.name: self._on_image(c, m),
                 itf.SENSOR_QOS,
-                event_callbacks=itf.FAST_SUB,
             )
         if self.follow:
             self.create_subscription(String, itf.EPISODE_STATUS, self._on_episode, itf.EVENT_QOS)
@@ -160,7 +154,29 @@ class Recorder(Node):
         self.get_logger().info(f"recording {list(self.features)} at {self.fps} fps to {out}")
 
     # --- streams ---------------------------------------------------------------------
+    def _subscribe(self, cls: Any, topic: str, handler: Any, qos: Any) -> None:
+        """Subscribe raw: the wire bytes go to the MCAP bag as they are (re-serializing an
+        rclpy message can append stray bytes that strict CDR readers reject), then the
+        message is decoded once for the dataset."""
+        from tether.core.data.mcap_bag import type_string
+
+        full_name = self.resolve_topic_name(topic)  # bags hold absolute names
+        self._bag_topics[full_name] = type_string(cls)
+
+        def on_raw(data: bytes) -> None:
+            if self.bag is not None and self.recording:
+                self.bag.write(full_name, data, self.get_clock().now().nanoseconds)
+            handler(deserialize_message(data, cls))
+
+        self.create_subscription(cls, topic, on_raw, qos, event_callbacks=itf.FAST_SUB, raw=True)
+
     def _push(self, key: str, stamp: int, value: Any) -> None:
+        if self.recording and key not in self._armed:
+            # a message of the previous episode can still arrive after this one started
+            # (topics are not ordered); a stream joins once it shows the new episode's clock
+            if self._arm_until is not None and stamp > self._arm_until:
+                return
+            self._armed.add(key)
         if not self.recording:
             if self._idle and any(k == key and t > stamp for k, t, _ in self._idle):
                 self._idle.clear()  # the clock went back: a new episode's data starts here
@@ -224,6 +240,11 @@ class Recorder(Node):
         self.sampler.reset()
         self.writer.start_episode(self.task_text)
         self.recording, self.frames = True, 0
+        # with a known start time, streams join at their first message within 0.5 s of it
+        self._arm_until = None if start_ns is None else start_ns + 500_000_000
+        self._armed = set(self.sampler.keys) if start_ns is None else set()
+        if self.record_mcap:
+            self._open_bag()
         early = [m for m in self._idle if start_ns is not None and m[1] >= start_ns]
         self._idle.clear()
         for key, stamp, value in early:
@@ -236,8 +257,10 @@ class Recorder(Node):
         self.recording = False
         if self.frames == 0:
             self.writer.discard_episode()
+            self._close_bag(keep=False)
             return self._status("discarded", reason="no frames")
         index = self.writer.save_episode()
+        self._close_bag(keep=True)
         return self._status(
             "saved", episode=index, frames=self.frames, dropped=self.sampler.stats.dropped
         )
@@ -247,7 +270,29 @@ class Recorder(Node):
             return "not recording"
         self.recording = False
         self.writer.discard_episode()
+        self._close_bag(keep=False)
         return self._status("discarded", reason=reason, frames=self.frames)
+
+    def _open_bag(self) -> None:
+        """One bag per episode, named by the index the episode gets if it is saved, so a
+        crash can only touch the episode in progress (its bag lacks metadata.yaml)."""
+        from tether.core.data.mcap_bag import McapBagWriter
+
+        self._close_bag(keep=False)
+        path = self.writer.root / "mcap" / f"episode_{self.writer.num_episodes:06d}"
+        if path.exists():
+            shutil.rmtree(path)  # left by a crash while recording this index
+        self.bag = McapBagWriter(path)
+        for topic, type_name in self._bag_topics.items():
+            self.bag.add_topic(topic, type_name)
+
+    def _close_bag(self, keep: bool) -> None:
+        if self.bag is None:
+            return
+        bag, self.bag = self.bag, None
+        bag.close()
+        if not keep:
+            shutil.rmtree(bag.path, ignore_errors=True)
 
     def _status(self, event: str, **data: Any) -> str:
         text = json.dumps({"event": event, "episodes": self.writer.num_episodes, **data})
@@ -268,6 +313,7 @@ class Recorder(Node):
     def close(self) -> None:
         if self.recording:
             self.writer.discard_episode()
+            self._close_bag(keep=False)
             self.recording = False
         self.writer.finalize()
 
