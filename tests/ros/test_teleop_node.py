@@ -27,7 +27,7 @@ from tether.sim.robots import panda_kinematics as kin  # noqa: E402
 from tether.sim.robots.panda import HOME_ARM, HOME_FINGER  # noqa: E402
 from tether_ros import conversions as conv  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
-from tether_ros.teleop import CMD_VEL, Teleop  # noqa: E402
+from tether_ros.teleop import CMD_VEL, HOLD_PERIODS, Teleop  # noqa: E402
 
 STAMP = 1_230_000_000
 
@@ -81,7 +81,7 @@ def test_teleop_arm_deadman_motion_and_estop(repo):
         dev.cmd = TeleopCommand(linear=(1, 0, 0), deadman=True)  # +x at full speed
         assert spin_until(ex, lambda: len(trajs) >= 10)
         last = trajs[-1]
-        assert conv.from_time(last.header.stamp) == STAMP and len(last.points) == 1
+        assert conv.from_time(last.header.stamp) == STAMP and len(last.points) == HOLD_PERIODS
         assert list(last.joint_names) == list(node.spec.action.names)
         p0, _ = kin.fk(np.asarray(HOME_ARM))
         p1, _ = kin.fk(np.asarray(last.points[-1].positions[:7]))

@@ -46,6 +46,7 @@ from tether_ros.runtime import experiment_from_params, run_node
 
 CMD_VEL = "cmd_vel"
 TELEOP_EVENTS = "teleop_events"
+HOLD_PERIODS = 5
 ESTOP_REPEAT_S = 1.0  # re-announce an engaged e-stop this often (late joiners)
 EVENT_SERVICE = {
     EpisodeEvent.START: "start_episode",
@@ -229,7 +230,10 @@ class Teleop(Node):
                 return
         else:
             action = self.mapper.step(cmd, self.state)
-        chunk = ActionChunk(action[None], self.spec.dt, self.stamp)
+        # the target stays in force for a few control periods: a command that reaches the
+        # bridge a step or two late (load, wake-up jitter) still applies instead of expiring,
+        # and releasing the dead-man still stops within HOLD_PERIODS + the watchdog
+        chunk = ActionChunk(np.repeat(action[None], HOLD_PERIODS, 0), self.spec.dt, self.stamp)
         self.pub_traj.publish(conv.chunk_to_trajectory(chunk, self.spec.action.names))
         self.published += 1
 
