@@ -78,7 +78,7 @@ def run(duration_s: float, fps: int) -> dict[str, Any]:
             cpu = _cpu_s(pid) - cpu0
         size = _dir_bytes(root)
     st = status[0]
-    expected = int(round(result["sim_time_s"] * fps))
+    expected = int(round(result["sim_time_s"] * fps)) + 1  # frames at 0, 1/fps, ..., T
     return {
         "duration_sim_s": result["sim_time_s"],
         "fps": fps,

@@ -81,10 +81,23 @@ class FrameSampler:
         """Time of frame index k in ns: round(k / fps), exact on the grid (no drift)."""
         return round(k * NS / self.fps)
 
-    def _emit(self) -> list[dict[str, Any]]:
+    def flush(self, until_ns: int) -> list[dict[str, Any]]:
+        """At the end of an episode: emit the frames up to ``until_ns`` that wait only for
+        streams which will not speak again (their values in force are used, age-checked)."""
+        if self._next is None:
+            return []
+        return self._emit(until_ns)
+
+    def _emit(self, until_ns: int | None = None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         assert self._next is not None
-        while all(self._buf[k][-1][0] >= self.time_of(self._next) for k in self.keys):
+
+        def ready(t: int) -> bool:
+            if until_ns is not None:
+                return t <= until_ns
+            return all(self._buf[k][-1][0] >= t for k in self.keys)
+
+        while ready(self.time_of(self._next)):
             t = self.time_of(self._next)
             frame: dict[str, Any] = {"stamp_ns": t}
             ok = True

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
-from tether.core.config import ComponentConfig
-from tether.core.spec import CameraSpec
+from tether.sim.config_sim import TableSimConfig
 
 
-def _default_cameras() -> list[CameraSpec]:
-    return [CameraSpec(name="front", width=96, height=96, fps=30.0)]
-
-
-class MujocoConfig(ComponentConfig):
-    """MuJoCo simulation of a robot on a table (sim/assets/<robot>/scene.xml)."""
+class MujocoConfig(TableSimConfig):
+    """MuJoCo simulation of a robot on a table (sim/assets/<robot>/scene.xml); cameras are
+    looked up by name in the scene; headless=false opens MuJoCo's passive viewer."""
 
     type: Literal["mujoco"] = "mujoco"
-    # control (action) rate in Hz; one step() holds an action for 1/control_hz seconds
-    control_hz: float = Field(100.0, gt=0)
-    # upper bound of the physics step in seconds: the backend uses the largest step <= this
-    # that divides the control period evenly; keep it <= 2 ms for stable grasp contacts
-    physics_dt: float = Field(0.002, gt=0, le=0.01)
-    # cameras to expose, by name in the scene (panda: "front", "wrist"); the spec's fovy
-    # replaces the scene's
-    cameras: list[CameraSpec] = Field(default_factory=_default_cameras)
-    # also render every camera into observe()/step() observations as images/<camera>
-    # (costs one render per camera per step; the ROS bridge renders at camera fps instead)
-    render_in_obs: bool = False
-    # half-width (rad) of the uniform noise added to the home arm pose at reset
-    reset_noise: float = Field(0.02, ge=0, le=0.5)
-    # false: open MuJoCo's interactive viewer window (needs a display); true: offscreen only
-    headless: bool = True

@@ -54,3 +54,13 @@ def test_a_clock_jump_back_restarts_the_stream():
     assert s.push("action", 0, "a0") != []  # back in time: the stale value is forgotten
     out = s.push("state", 100 * MS, "s1") + s.push("action", 100 * MS, "a1")
     assert [(f["state"], f["action"]) for f in out] == [("s1", "a1")]
+
+
+def test_flush_emits_the_last_frames_at_the_end_of_an_episode():
+    s = FrameSampler(("state", "image"), fps=10)
+    out = s.push("image", 0, "i0") + s.push("state", 0, "s0")
+    out += s.push("state", 100 * MS, "s1")  # the camera says nothing more: frame 100 waits
+    assert [f["stamp_ns"] // MS for f in out] == [0]
+    last = s.flush(100 * MS)
+    assert [(f["stamp_ns"] // MS, f["state"], f["image"]) for f in last] == [(100, "s1", "i0")]
+    assert s.flush(100 * MS) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from tether_ros.runtime import experiment_from_params, run_node
 
 TASK_TEXT = {"lift": "lift the cube", "reach": "reach the target"}
 RECORDER_STATUS = "recorder_status"
+END_GRACE_S = 1.0  # how long to wait for an ended episode's last observations
+MAX_JUMP_NS = 1_000_000_000  # within an episode a stream never jumps ahead by more than this
 
 
 def dataset_features(cfg: ExperimentConfig) -> dict[str, dict[str, Any]]:
@@ -125,6 +128,10 @@ class Recorder(Node):
         # the episode's start event (different topics are not ordered), so it is replayed
         self._idle: deque[tuple[str, int, Any]] = deque(maxlen=256)
         self._armed: set[str] = set()
+        self._last_state: int | None = None  # stamp of the episode's latest joint state
+        self._last_stamp: dict[str, int] = {}  # latest accepted stamp per stream
+        self._pending_save: tuple[int, float] | None = None  # (end stamp ns, wall deadline)
+        self.create_timer(0.05, self._maybe_save)
         self._arm_until: int | None = None
 
         self.pub_status = self.create_publisher(String, RECORDER_STATUS, itf.EVENT_QOS)
@@ -182,8 +189,16 @@ class Recorder(Node):
                 self._idle.clear()  # the clock went back: a new episode's data starts here
             self._idle.append((key, stamp, value))
             return
+        last = self._last_stamp.get(key)
+        if last is not None and stamp - last > MAX_JUMP_NS:
+            return  # far ahead of this stream's clock: a late message of the last episode
+        self._last_stamp[key] = stamp
+        if key == "state":
+            self._last_state = stamp
         for frame in self.sampler.push(key, stamp, value):
             self._add(frame)
+        if key == "state" and self._pending_save is not None:
+            self._maybe_save()
 
     def _on_state(self, msg: JointState) -> None:
         try:
@@ -229,17 +244,35 @@ class Recorder(Node):
             self.start_episode(event.get("stamp_ns"))
         elif event.get("event") == "end" and self.recording:
             if event.get("success") or self.keep_failures:
-                self.save_episode()
+                # the end event can overtake the episode's last observations (topics are
+                # not ordered): save once the joint states reach the end, or after a grace
+                end_ns = round(float(event.get("sim_time_s", 0.0)) * 1e9)
+                self._pending_save = (end_ns, time.monotonic() + END_GRACE_S)
+                self._maybe_save()
             else:
                 self.discard_episode("the episode failed")
 
+    def _maybe_save(self) -> None:
+        if self._pending_save is None:
+            return
+        end_ns, deadline = self._pending_save
+        caught_up = self._last_state is not None and self._last_state >= end_ns
+        if caught_up or time.monotonic() > deadline:
+            self._pending_save = None
+            self.save_episode()
+
     def start_episode(self, start_ns: int | None = None) -> str:
         """Start an episode; messages already heard at or after ``start_ns`` are part of it."""
+        if self._pending_save is not None:
+            self._pending_save = None
+            self.save_episode()  # the previous episode's end is certain now
         if self.recording:
             self.writer.discard_episode()
         self.sampler.reset()
         self.writer.start_episode(self.task_text)
         self.recording, self.frames = True, 0
+        self._last_state = None
+        self._last_stamp = {}
         # with a known start time, streams join at their first message within 0.5 s of it
         self._arm_until = None if start_ns is None else start_ns + 500_000_000
         self._armed = set(self.sampler.keys) if start_ns is None else set()
@@ -254,6 +287,9 @@ class Recorder(Node):
     def save_episode(self) -> str:
         if not self.recording:
             return "not recording"
+        if self._last_state is not None:
+            for frame in self.sampler.flush(self._last_state):  # the episode's last frames
+                self._add(frame)
         self.recording = False
         if self.frames == 0:
             self.writer.discard_episode()
@@ -311,6 +347,9 @@ class Recorder(Node):
         return handler
 
     def close(self) -> None:
+        if self._pending_save is not None:  # an ended episode waiting for its last frames
+            self._pending_save = None
+            self.save_episode()
         if self.recording:
             self.writer.discard_episode()
             self._close_bag(keep=False)

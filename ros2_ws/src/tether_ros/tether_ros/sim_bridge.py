@@ -202,7 +202,9 @@ class SimBridge(Node):
     def _idle_publish(self) -> None:
         """Between episodes, keep publishing the (unchanging) state at ~10 Hz, so late
         subscribers (RViz, robot_state_publisher, a policy server) see the robot."""
-        if (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
+        # not after an episode ended: its final state would reach subscribers after the next
+        # episode's first one (topics are not ordered) and look like a jump ahead in time
+        if not self.runner.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
             self._publish_obs()
 
     def _lockstep_watch(self) -> None:

@@ -1,0 +1,32 @@
+"""Fields every arm-on-a-table simulator backend shares. Light: pydantic only."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tether.core.config import ComponentConfig
+from tether.core.spec import CameraSpec
+
+
+def default_cameras() -> list[CameraSpec]:
+    return [CameraSpec(name="front", width=96, height=96, fps=30.0)]
+
+
+class TableSimConfig(ComponentConfig):
+    """A robot on a table with task objects; subclasses set ``type``."""
+
+    # control (action) rate in Hz; one step() holds an action for 1/control_hz seconds
+    control_hz: float = Field(100.0, gt=0)
+    # upper bound of the physics step in seconds: the backend uses the largest step <= this
+    # that divides the control period evenly; keep it <= 2 ms for stable grasp contacts
+    physics_dt: float = Field(0.002, gt=0, le=0.01)
+    # cameras to expose, by name (panda: "front", "wrist"); the spec's fovy sets the field
+    # of view
+    cameras: list[CameraSpec] = Field(default_factory=default_cameras)
+    # also render every camera into observe()/step() observations as images/<camera>
+    # (costs one render per camera per step; the ROS bridge renders at camera fps instead)
+    render_in_obs: bool = False
+    # half-width (rad) of the uniform noise added to the home arm pose at reset
+    reset_noise: float = Field(0.02, ge=0, le=0.5)
+    # false: open the simulator's own window (needs a display); true: offscreen only
+    headless: bool = True
