@@ -40,7 +40,7 @@ from tether_ros.runtime import experiment_from_params, run_node
 
 TASK_TEXT = {"lift": "lift the cube", "reach": "reach the target"}
 RECORDER_STATUS = "recorder_status"
-END_GRACE_S = 1.0  # how long to wait for an ended episode's last observations
+END_GRACE_S = 5.0  # longest wait for an ended episode's last observations (a lagging recorder)
 MAX_JUMP_NS = 1_000_000_000  # within an episode a stream never jumps ahead by more than this
 
 
