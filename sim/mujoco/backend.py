@@ -25,6 +25,7 @@ from tether.sim.robots.panda import (
     HOME_FINGER,
     panda_spec,
 )
+from tether.sim.scoring import score_step
 
 # Headless machines have no X display: render through EGL unless the user chose a backend.
 if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
@@ -146,13 +147,7 @@ class MujocoBackend:
         self._steps += 1
         if self._viewer is not None:
             self._viewer.sync()
-        obs = self.observe()
-        reward, success = 0.0, False
-        if self.task is not None:
-            reward = float(self.task.reward(self))
-            success = bool(self.task.success(self))
-        truncated = self._max_duration is not None and self.sim_time >= self._max_duration - 1e-9
-        return StepResult(obs, reward, success, bool(truncated), {"is_success": success})
+        return score_step(self, self.observe(), self._max_duration)
 
     def render(self, camera: str) -> np.ndarray:
         """Image (H, W, 3) uint8 from ``camera`` at the size its CameraSpec gives."""

@@ -31,6 +31,7 @@ from tether.sim.robots.panda import (
     panda_spec,
 )
 from tether.sim.robots.panda_kinematics import TCP_D
+from tether.sim.scoring import score_step
 
 try:
     import pybullet as pb
@@ -291,13 +292,7 @@ class PybulletBackend:
         for _ in range(self.substeps):
             pb.stepSimulation(physicsClientId=self._cid)
         self._steps += 1
-        obs = self.observe()
-        reward, success = 0.0, False
-        if self.task is not None:
-            reward = float(self.task.reward(self))
-            success = bool(self.task.success(self))
-        truncated = self._max_duration is not None and self.sim_time >= self._max_duration - 1e-9
-        return StepResult(obs, reward, success, bool(truncated), {"is_success": success})
+        return score_step(self, self.observe(), self._max_duration)
 
     def render(self, camera: str) -> np.ndarray:
         """Image (H, W, 3) uint8 from ``camera`` at the size its CameraSpec gives (CPU

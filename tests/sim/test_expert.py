@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sim_helpers import expert_episode
 
 from tether.core.protocols import Policy
 from tether.sim.experts.config_expert import ScriptedExpertConfig
@@ -28,24 +29,10 @@ def _make(task_type: str, control_hz: float = 100.0):  # noqa: ANN202 - test hel
     return sim, expert
 
 
-def _episode(sim, expert, seed: int) -> bool:  # noqa: ANN001 - test helper
-    obs = sim.reset(seed)
-    expert.reset()
-    while True:
-        chunk = expert.act(obs)
-        assert chunk.actions.shape == (1, 8) and chunk.t0_ns == obs.stamp_ns
-        result = sim.step(chunk.actions[0])
-        obs = result.observation
-        if result.terminated:
-            return True
-        if result.truncated:
-            return False
-
-
 def _success_rate(task_type: str, control_hz: float, seeds: range) -> float:
     sim, expert = _make(task_type, control_hz)
     try:
-        return float(np.mean([_episode(sim, expert, s) for s in seeds]))
+        return float(np.mean([expert_episode(sim, expert, s) for s in seeds]))
     finally:
         sim.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sim_helpers import expert_episode
 
 from tether.sim.experts.config_expert import ScriptedExpertConfig
 from tether.sim.robots import panda_kinematics as kin
@@ -29,20 +30,6 @@ def _make(task_type: str, control_hz: float = 100.0):  # noqa: ANN202 - test hel
     sim = PybulletBackend(PybulletConfig(control_hz=control_hz), task=task)
     expert = ScriptedExpert(ScriptedExpertConfig(), sim.spec, task_cfg)
     return sim, expert
-
-
-def _episode(sim, expert, seed: int) -> bool:  # noqa: ANN001 - test helper
-    obs = sim.reset(seed)
-    expert.reset()
-    while True:
-        chunk = expert.act(obs)
-        assert chunk.actions.shape == (1, 8) and chunk.t0_ns == obs.stamp_ns
-        result = sim.step(chunk.actions[0])
-        obs = result.observation
-        if result.terminated:
-            return True
-        if result.truncated:
-            return False
 
 
 def test_two_instances_step_independently() -> None:
@@ -116,7 +103,7 @@ def test_render_front_and_wrist() -> None:
 def test_expert_success_at_100hz(task_type: str) -> None:
     sim, expert = _make(task_type, 100.0)
     try:
-        rate = float(np.mean([_episode(sim, expert, s) for s in SEEDS]))
+        rate = float(np.mean([expert_episode(sim, expert, s) for s in SEEDS]))
     finally:
         sim.close()
     assert rate >= 0.9
@@ -127,7 +114,7 @@ def test_expert_lift_at_500hz() -> None:
     sim, expert = _make("lift", 500.0)
     try:
         assert sim.substeps == 1
-        rate = float(np.mean([_episode(sim, expert, s) for s in range(100, 103)]))
+        rate = float(np.mean([expert_episode(sim, expert, s) for s in range(100, 103)]))
     finally:
         sim.close()
     assert rate >= 0.66
