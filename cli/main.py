@@ -1,4 +1,4 @@
-"""The `tether` command line: `tether up`, `tether demo`, `tether check`, `tether list`.
+"""The `tether` command line: up, demo, record, dataset, replay, train, eval, export, check, list.
 
 Errors a user can cause print one line (``error: ...``) and exit with code 2.
 """
@@ -88,6 +88,31 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds to hold the last action after the last frame (default 0.5)",
     )
 
+    tr = sub.add_parser("train", help="train the experiment's policy (its train: section)")
+    tr.add_argument("experiment", help="experiment YAML with a train: section")
+    tr.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.steps=1000")
+    tr.add_argument(
+        "--out", default=None, help="checkpoint folder (default runs/train-<name>-<time>)"
+    )
+    tr.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+
+    ev = sub.add_parser("eval", help="run a checkpoint closed-loop over seeded episodes")
+    ev.add_argument("checkpoint", help="checkpoint directory (holds contract.json)")
+    ev.add_argument("overrides", nargs="*", help="dotted overrides of the checkpoint's experiment")
+    ev.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    ev.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
+    ev.add_argument("--sim", default=None, help="evaluate in another simulator (e.g. mujoco)")
+    ev.add_argument(
+        "--ros", action="store_true", help="run the loop over ROS 2 (default in-process)"
+    )
+    ev.add_argument("--out", default=None, help="output folder (default runs/eval-<ckpt>-<time>)")
+    ev.add_argument("--no-video", action="store_true", help="skip the rollout MP4")
+
+    ex = sub.add_parser("export", help="export a checkpoint for onboard inference")
+    ex.add_argument("checkpoint", help="checkpoint directory (holds contract.json)")
+    ex.add_argument("--format", default="onnx", choices=("onnx", "tensorrt"), help="default onnx")
+    ex.add_argument("--out", default=None, help="output folder (default <checkpoint>/export)")
+
     check = sub.add_parser("check", help="validate an experiment YAML and print it resolved")
     check.add_argument("experiment")
     check.add_argument("overrides", nargs="*")
@@ -156,6 +181,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 interpolate=args.interpolate,
                 settle_s=args.settle,
             )
+        if args.cmd == "train":
+            from tether.cli.train import run_train
+
+            return run_train(args.experiment, args.overrides, args.out, args.resume)
+        if args.cmd == "eval":
+            from pathlib import Path
+
+            from tether.cli.train import EvalOptions, run_eval
+
+            if args.episodes < 1:
+                raise TetherError("--episodes must be at least 1")
+            opts = EvalOptions(
+                episodes=args.episodes,
+                seed=args.seed,
+                out=Path(args.out) if args.out else None,
+                ros=args.ros,
+                video=not args.no_video,
+                sim=args.sim,
+                overrides=list(args.overrides),
+            )
+            return run_eval(args.checkpoint, opts)
+        if args.cmd == "export":
+            from tether.cli.train import run_export
+
+            return run_export(args.checkpoint, args.format, args.out)
         if args.cmd == "check":
             import yaml
 

@@ -61,9 +61,13 @@ class ExperimentConfig(BaseModel):
     safety: SafetyConfig = Field(default_factory=SafetyConfig)
     ros: RosConfig = Field(default_factory=RosConfig)
     episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
+    # how `tether train` trains this experiment's policy (type: a registered trainer)
+    train: ComponentConfig | None = None
 
 
-TYPED_SECTIONS = ("sim", "task", "policy")
+TYPED_SECTIONS = ("sim", "task", "policy", "train")
+# registry kind of each typed section
+SECTION_KIND = {"sim": "sim", "task": "task", "policy": "policy", "train": "trainer"}
 
 
 def _format_error(source: str, exc: ValidationError, prefix: str = "") -> str:
@@ -122,7 +126,7 @@ def parse_experiment(data: Any, source: str = "") -> ExperimentConfig:
         if not isinstance(raw, dict) or "type" not in raw:
             raise ConfigError(f"{source}: {section}.type: required field is missing")
         try:
-            cls = registry.config_class(section, str(raw["type"]))
+            cls = registry.config_class(SECTION_KIND[section], str(raw["type"]))
         except ConfigError as exc:
             raise ConfigError(f"{source}: {section}.type: {exc}") from None
         cls = cls or ComponentConfig
@@ -167,7 +171,9 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
 
 def dump_config(cfg: ExperimentConfig) -> dict[str, Any]:
     """Plain dict of a config, typed sections included (round-trips through parse)."""
-    out = cfg.model_dump(mode="json", exclude={"sim", "task", "policy"})
+    out = cfg.model_dump(mode="json", exclude=set(TYPED_SECTIONS))
     for section in TYPED_SECTIONS:
-        out[section] = getattr(cfg, section).model_dump(mode="json")
+        value = getattr(cfg, section)
+        if value is not None:
+            out[section] = value.model_dump(mode="json")
     return out

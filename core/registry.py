@@ -12,7 +12,7 @@ from typing import Any
 
 from tether.core.errors import ConfigError
 
-KINDS = ("robot", "sim", "task", "policy")
+KINDS = ("robot", "sim", "task", "policy", "trainer")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ _REGISTRY: dict[str, dict[str, Entry]] = {
         ),
         "hold": Entry("tether.core.policies:HoldPolicyConfig", "tether.core.policies:HoldPolicy"),
     },
+    # the experiment's optional ``train:`` section; a trainer target is a class with
+    # ``train(cfg, out, resume) -> dict``, ``evaluate(checkpoint, options) -> dict`` and
+    # ``export(checkpoint, fmt, out) -> Path`` (see tether.cli.train)
+    "trainer": {},
 }
 
 
