@@ -31,11 +31,11 @@ _REGISTRY: dict[str, dict[str, Entry]] = {
     "sim": {
         "mujoco": Entry(
             "tether.sim.mujoco.config_mujoco:MujocoConfig",
-            "tether.sim.mujoco.backend:MujocoBackend",
+            "tether.sim.factory:mujoco_backend",
         ),
         "pybullet": Entry(
             "tether.sim.pybullet.config_pybullet:PybulletConfig",
-            "tether.sim.pybullet.backend:PybulletBackend",
+            "tether.sim.factory:pybullet_backend",
         ),
     },
     "task": {
