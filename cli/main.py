@@ -38,7 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("experiment", help="experiment YAML")
     rec.add_argument("overrides", nargs="*", help="dotted overrides")
     rec.add_argument("--episodes", type=int, default=10, help="successful episodes to save")
-    rec.add_argument("--teleop", default="scripted", help="data source (scripted)")
+    rec.add_argument(
+        "--teleop",
+        default="scripted",
+        help="data source: scripted (the task expert), keyboard, gamepad or spacemouse",
+    )
     rec.add_argument(
         "--out", default=None, help="dataset directory (default datasets/<name>-<time>)"
     )

@@ -3,6 +3,11 @@
 The graph is the experiment's (sim_bridge + policy_server) plus a recorder node; with
 ``--teleop scripted`` the policy server runs the task's scripted expert. Only successful
 episodes are kept; the command runs episodes until ``--episodes`` are saved.
+
+With a human device (``--teleop keyboard|gamepad|spacemouse``) there is no policy server:
+this process hosts the teleop node (the keyboard reads this terminal) and an episode
+manager whose services the teleop's episode keys call (n: start, y: stop and keep, f: stop
+and drop, Backspace: discard); an episode the task ends by itself is kept if it succeeded.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from tether.core.config import load_config
 from tether.core.errors import TetherError
 
 TELEOP_POLICIES = {"scripted": "scripted_expert"}
+HUMAN_DEVICES = ("keyboard", "gamepad", "spacemouse")
 
 
 def run_record(
@@ -35,22 +41,21 @@ def run_record(
     from tether_ros.recorder import RECORDER_STATUS
     from tether_ros.supervisor import EpisodeSupervisor
 
-    if teleop not in TELEOP_POLICIES:
+    if teleop not in TELEOP_POLICIES and teleop not in HUMAN_DEVICES:
         raise TetherError(
-            f"--teleop {teleop}: recording from '{teleop}' is not available yet "
-            f"(available: {', '.join(TELEOP_POLICIES)})"
+            f"--teleop {teleop}: unknown data source "
+            f"(available: {', '.join([*TELEOP_POLICIES, *HUMAN_DEVICES])})"
         )
-    overrides = [
-        *overrides,
-        f"policy.type={TELEOP_POLICIES[teleop]}",
-        "episodes.autostart=false",
-        "episodes.auto_reset=false",
-    ]
+    overrides = [*overrides, "episodes.autostart=false", "episodes.auto_reset=false"]
+    if teleop in TELEOP_POLICIES:
+        overrides.append(f"policy.type={TELEOP_POLICIES[teleop]}")
     cfg = load_config(config, overrides)
     root = Path(out) if out else Path("datasets") / time.strftime(f"{cfg.name}-%Y%m%d-%H%M%S")
     if root.exists() and any(root.iterdir()) and not (root / "meta/info.json").exists():
         raise TetherError(f"{root} exists and is not a dataset: choose a new --out directory")
     root.parent.mkdir(parents=True, exist_ok=True)
+    if teleop in HUMAN_DEVICES:
+        return _record_human(config, overrides, root, episodes, teleop, fps, mcap)
     env = graph_env(cfg)
     nodes = plan_graph(
         config, overrides, recorder={"output": str(root.resolve()), "fps": fps, "mcap": mcap}
@@ -95,6 +100,92 @@ def run_record(
     print(
         f"saved {saved} episodes to {root} ({attempts} tries, "
         f"{time.monotonic() - t_start:.0f} s); `tether dataset info {root}` describes it"
+    )
+    return 0
+
+
+def _record_human(
+    config: str,
+    overrides: list[str],
+    root: Path,
+    episodes: int,
+    device: str,
+    fps: int,
+    mcap: bool,
+) -> int:
+    """Record from a human device until ``episodes`` are saved (Ctrl-C stops early; what
+    is saved stays saved)."""
+    from std_msgs.msg import String
+
+    from tether.hardware.teleop.config_teleop import TeleopConfig
+    from tether_ros import interface as itf
+    from tether_ros.episode_manager import EpisodeManager
+    from tether_ros.graph import GraphProcesses, graph_env, plan_graph
+    from tether_ros.recorder import RECORDER_STATUS
+    from tether_ros.supervisor import EpisodeSupervisor
+    from tether_ros.teleop import Teleop
+
+    cfg = load_config(config, overrides)
+    env = graph_env(cfg)
+    nodes = plan_graph(
+        config,
+        overrides,
+        recorder={"output": str(root.resolve()), "fps": fps, "mcap": mcap},
+        policy=False,
+    )
+    print(
+        f"tether record: {episodes} {cfg.task.type} episodes by {device} in {cfg.sim.type} "
+        f"over ROS 2 at {fps} fps -> {root}",
+        flush=True,
+    )
+    log_dir = root.parent / f".{root.name}-logs"
+    saved = tries = 0
+    t_start = time.monotonic()
+    with GraphProcesses(nodes, env, log_dir) as graph, EpisodeSupervisor(cfg, graph, env) as sup:
+        manager = EpisodeManager(sup.node)
+        status: list[dict[str, Any]] = []
+        sup.node.create_subscription(
+            String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        sup.spin_until(manager.ready, 90.0, "the sim bridge and the recorder")
+        teleop = Teleop(
+            cfg,
+            teleop=TeleopConfig(device=device, episode_node=sup.node.get_name()),
+            namespace=cfg.ros.namespace or None,
+            context=sup.ctx,
+        )
+        sup.ex.add_node(teleop)
+        try:
+            print(
+                "ready: arm with the dead-man (keyboard: m), n starts an episode, "
+                "y keeps it, f or Backspace drops it; Ctrl-C quits",
+                flush=True,
+            )
+            seen = 0
+            while saved < episodes:
+                sup.spin_once("the operator")
+                manager.poll()
+                for st in status[seen:]:
+                    if st.get("event") not in ("saved", "discarded"):
+                        continue
+                    tries += 1
+                    saved += st["event"] == "saved"
+                    bar = "#" * int(30 * saved / episodes)
+                    print(
+                        f"  [{bar:<30}] {saved}/{episodes} saved  episode {tries}: "
+                        f"{st['event']} ({st.get('frames', 0)} frames"
+                        + (f", {st['reason']}" if st.get("reason") else "")
+                        + ")",
+                        flush=True,
+                    )
+                seen = len(status)
+        finally:
+            teleop.close()
+            sup.ex.remove_node(teleop)
+            teleop.destroy_node()
+    print(
+        f"saved {saved} episodes to {root} ({tries} tries, {time.monotonic() - t_start:.0f} s); "
+        f"`tether dataset info {root}` describes it"
     )
     return 0
 

@@ -72,9 +72,11 @@ def plan_graph(
     experiment: str | Path,
     overrides: list[str] | None = None,
     recorder: dict[str, object] | None = None,
+    policy: bool = True,
 ) -> list[NodeSpec]:
     """The nodes of an experiment: a sim bridge and a policy server in its namespace, plus a
-    recorder when ``recorder`` gives its parameters (``output``, optionally ``fps``, ...)."""
+    recorder when ``recorder`` gives its parameters (``output``, optionally ``fps``, ...).
+    ``policy=False`` leaves the policy server out (a human drives through teleop)."""
     path = str(Path(experiment).resolve())
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
     params: dict[str, object] = {"experiment": path}
@@ -83,10 +85,18 @@ def plan_graph(
     ns = cfg.ros.namespace
     nodes = [
         NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
-        NodeSpec(
-            "policy_server", "tether_ros", "policy_server", "tether_ros.policy_server", ns, params
-        ),
     ]
+    if policy:
+        nodes.append(
+            NodeSpec(
+                "policy_server",
+                "tether_ros",
+                "policy_server",
+                "tether_ros.policy_server",
+                ns,
+                params,
+            )
+        )
     if recorder is not None:
         rec = {**params, **recorder}
         nodes.append(NodeSpec("recorder", "tether_ros", "recorder", "tether_ros.recorder", ns, rec))

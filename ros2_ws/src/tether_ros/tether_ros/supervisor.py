@@ -74,17 +74,21 @@ class EpisodeSupervisor:
         """Spin until ``pred()``; a node dying or the deadline passing raises TetherError."""
         deadline = time.monotonic() + timeout_s
         while not pred():
-            dead = self.graph.dead() if self.graph else []
-            if dead:
-                name, rc = dead[0]
-                tail = self.graph.log_tail(name) if self.graph else ""
-                raise TetherError(
-                    f"node {name} exited with code {rc} while waiting for {what}"
-                    + (f"; its last output:\n{tail}" if tail else "")
-                )
             if time.monotonic() > deadline:
                 raise TetherError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-            self.ex.spin_once(timeout_sec=0.02)
+            self.spin_once(what)
+
+    def spin_once(self, what: str = "the graph", timeout_s: float = 0.02) -> None:
+        """Handle one callback (or wait ``timeout_s``); raise TetherError if a node died."""
+        dead = self.graph.dead() if self.graph else []
+        if dead:
+            name, rc = dead[0]
+            tail = self.graph.log_tail(name) if self.graph else ""
+            raise TetherError(
+                f"node {name} exited with code {rc} while waiting for {what}"
+                + (f"; its last output:\n{tail}" if tail else "")
+            )
+        self.ex.spin_once(timeout_sec=timeout_s)
 
     def wait_ready(self, timeout_s: float = 90.0) -> None:
         """Until the sim bridge serves start_episode and a policy server is connected."""

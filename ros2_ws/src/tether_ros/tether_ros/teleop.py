@@ -10,6 +10,9 @@ std_msgs/Bool on ``estop`` (true when engaged, false on release); ``~/release_es
 ``teleop_events`` (std_msgs/String, JSON ``{"event": ..., "seq": ..., "stamp_ns": ...}``,
 ``stop_success`` / ``stop_fail`` carry the operator's verdict).
 
+``tether record --teleop keyboard`` points ``episode_node`` at its episode manager, which
+serves all three; the sim bridge serves start and stop only.
+
 Parameters: ``experiment`` + ``overrides`` (as every node), ``device`` (keyboard, gamepad,
 spacemouse, scripted), ``max_linear_speed`` (m/s), ``max_angular_speed`` (rad/s),
 ``episode_node``.
@@ -51,7 +54,8 @@ ESTOP_REPEAT_S = 1.0  # re-announce an engaged e-stop this often (late joiners)
 EVENT_SERVICE = {
     EpisodeEvent.START: "start_episode",
     EpisodeEvent.STOP_SUCCESS: "stop_episode",
-    EpisodeEvent.STOP_FAIL: "stop_episode",
+    # the operator's "failed" verdict: the episode is not kept
+    EpisodeEvent.STOP_FAIL: "discard_episode",
     EpisodeEvent.DISCARD: "discard_episode",
 }
 
