@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     rec.add_argument("--fps", type=int, default=30, help="dataset frames per second")
     rec.add_argument(
+        "--task", default=None, help="task sentence stored with each episode (default: the task's)"
+    )
+    rec.add_argument(
         "--mcap",
         action="store_true",
         help="also write each episode's raw topics to DIR/mcap/ (rosbag2 MCAP)",
@@ -162,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.teleop,
                 args.fps,
                 mcap=args.mcap,
+                task_text=args.task,
             )
         if args.cmd == "dataset":
             if args.ds_cmd == "render":

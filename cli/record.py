@@ -33,6 +33,7 @@ def run_record(
     teleop: str,
     fps: int,
     mcap: bool = False,
+    task_text: str | None = None,
 ) -> int:
     from std_msgs.msg import String
 
@@ -54,12 +55,13 @@ def run_record(
     if root.exists() and any(root.iterdir()) and not (root / "meta/info.json").exists():
         raise TetherError(f"{root} exists and is not a dataset: choose a new --out directory")
     root.parent.mkdir(parents=True, exist_ok=True)
+    recorder: dict[str, object] = {"output": str(root.resolve()), "fps": fps, "mcap": mcap}
+    if task_text:
+        recorder["task_text"] = task_text
     if teleop in HUMAN_DEVICES:
-        return _record_human(config, overrides, root, episodes, teleop, fps, mcap)
+        return _record_human(config, overrides, root, episodes, teleop, recorder)
     env = graph_env(cfg)
-    nodes = plan_graph(
-        config, overrides, recorder={"output": str(root.resolve()), "fps": fps, "mcap": mcap}
-    )
+    nodes = plan_graph(config, overrides, recorder=recorder)
     print(
         f"tether record: {episodes} {cfg.task.type} episodes ({teleop}) in {cfg.sim.type} "
         f"over ROS 2 at {fps} fps -> {root}"
@@ -110,8 +112,7 @@ def _record_human(
     root: Path,
     episodes: int,
     device: str,
-    fps: int,
-    mcap: bool,
+    recorder: dict[str, object],
 ) -> int:
     """Record from a human device until ``episodes`` are saved (Ctrl-C stops early; what
     is saved stays saved)."""
@@ -127,15 +128,10 @@ def _record_human(
 
     cfg = load_config(config, overrides)
     env = graph_env(cfg)
-    nodes = plan_graph(
-        config,
-        overrides,
-        recorder={"output": str(root.resolve()), "fps": fps, "mcap": mcap},
-        policy=False,
-    )
+    nodes = plan_graph(config, overrides, recorder=recorder, policy=False)
     print(
         f"tether record: {episodes} {cfg.task.type} episodes by {device} in {cfg.sim.type} "
-        f"over ROS 2 at {fps} fps -> {root}",
+        f"over ROS 2 at {recorder['fps']} fps -> {root}",
         flush=True,
     )
     log_dir = root.parent / f".{root.name}-logs"

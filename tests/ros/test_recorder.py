@@ -27,7 +27,7 @@ from tether.core.data.lerobot import LeRobotReader  # noqa: E402
 from tether_ros import conversions as conv  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
 from tether_ros.policy_server import PolicyServer  # noqa: E402
-from tether_ros.recorder import RECORDER_STATUS, Recorder  # noqa: E402
+from tether_ros.recorder import INSTRUCTION, RECORDER_STATUS, Recorder  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
 
 
@@ -147,6 +147,8 @@ def test_record_cli_and_dataset_info(repo, tmp_path):
         "--out",
         str(out),
         "--mcap",
+        "--task",
+        "lift the red cube",
         "ros.rate_mode=lockstep",
         "sim.cameras=[]",
     ]
@@ -162,6 +164,7 @@ def test_record_cli_and_dataset_info(repo, tmp_path):
     assert info.returncode == 0, info.stderr
     assert "episodes 2" in info.stdout and "observation.state" in info.stdout
     assert LeRobotReader(out).num_episodes == 2
+    assert LeRobotReader(out).tasks == ["lift the red cube"]
     # each saved episode has its raw topics in a rosbag2 MCAP bag that rosbags can read
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
@@ -176,3 +179,26 @@ def test_record_cli_and_dataset_info(repo, tmp_path):
         _, _, raw = next(bag.messages(connections=[conn]))
         msg = store.deserialize_cdr(raw, conn.msgtype)
         assert list(msg.name)[:2] == ["panda_joint1", "panda_joint2"]
+
+
+def test_instruction_sets_the_task_of_the_next_episodes(repo, tmp_path):
+    cfg = load_config(repo / "configs/experiments/panda_lift_expert.yaml")
+    with ros_context() as ctx:
+        rec = Recorder(cfg, output=str(tmp_path / "ds"), context=ctx)
+        probe = Node("probe", context=ctx)
+        pub = probe.create_publisher(String, INSTRUCTION, itf.EVENT_QOS)
+        ex = SingleThreadedExecutor(context=ctx)
+        for n in (rec, probe):
+            ex.add_node(n)
+        assert rec.task_text == "lift the cube"
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1)
+        pub.publish(String(data="lift the cube and hold it high"))
+        assert spin_until(ex, lambda: rec.task_text == "lift the cube and hold it high")
+        rec.start_episode()
+        assert rec.writer._task == "lift the cube and hold it high"
+        pub.publish(String(data="  "))  # blank: ignored
+        ex.spin_once(timeout_sec=0.2)
+        assert rec.task_text == "lift the cube and hold it high"
+        rec.close()
+        for n in (rec, probe):
+            n.destroy_node()

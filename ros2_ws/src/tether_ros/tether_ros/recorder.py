@@ -7,6 +7,8 @@ frame's time) and camera/<name>/image_raw (observation.images.<name>). Episodes 
 sim bridge's episode_status (start -> start; end -> save if it succeeded, else discard,
 unless keep_failures) and can be driven by hand with ~/start_episode, ~/stop_episode
 (save) and ~/discard_episode (std_srvs/Trigger). Publishes recorder_status (JSON).
+Each episode's task string is the ``task_text`` parameter (default: the task's sentence),
+or the latest std_msgs/String on ``instruction`` heard before the episode started.
 Saved episodes survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode
 in progress and finalizes.
 """
@@ -40,6 +42,7 @@ from tether_ros.runtime import experiment_from_params, run_node
 
 TASK_TEXT = {"lift": "lift the cube", "reach": "reach the target"}
 RECORDER_STATUS = "recorder_status"
+INSTRUCTION = "instruction"  # std_msgs/String: the task sentence of the next episodes
 END_GRACE_S = 5.0  # longest wait for an ended episode's last observations (a lagging recorder)
 MAX_JUMP_NS = 1_000_000_000  # within an episode a stream never jumps ahead by more than this
 
@@ -155,6 +158,7 @@ class Recorder(Node):
             )
         if self.follow:
             self.create_subscription(String, itf.EPISODE_STATUS, self._on_episode, itf.EVENT_QOS)
+        self.create_subscription(String, INSTRUCTION, self._on_instruction, itf.EVENT_QOS)
         self.create_service(Trigger, "~/start_episode", self._srv(lambda: self.start_episode()))
         self.create_service(Trigger, "~/stop_episode", self._srv(self.save_episode))
         self.create_service(Trigger, "~/discard_episode", self._srv(self.discard_episode))
@@ -238,6 +242,11 @@ class Recorder(Node):
         self.frames += 1
 
     # --- episodes ----------------------------------------------------------------------
+    def _on_instruction(self, msg: String) -> None:
+        text = msg.data.strip()
+        if text:
+            self.task_text = text  # the task of the episodes that start from now on
+
     def _on_episode(self, msg: String) -> None:
         event = json.loads(msg.data)
         if event.get("event") == "start":
