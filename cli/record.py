@@ -54,7 +54,7 @@ def run_record(
     root = Path(out) if out else Path("datasets") / time.strftime(f"{cfg.name}-%Y%m%d-%H%M%S")
     if root.exists() and any(root.iterdir()) and not (root / "meta/info.json").exists():
         raise TetherError(f"{root} exists and is not a dataset: choose a new --out directory")
-    root.parent.mkdir(parents=True, exist_ok=True)
+    _check_writable(root)
     recorder: dict[str, object] = {"output": str(root.resolve()), "fps": fps, "mcap": mcap}
     if task_text:
         recorder["task_text"] = task_text
@@ -104,6 +104,19 @@ def run_record(
         f"{time.monotonic() - t_start:.0f} s); `tether dataset info {root}` describes it"
     )
     return 0
+
+
+def _check_writable(root: Path) -> None:
+    """Fail before starting any node when the dataset directory cannot be written."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / ".tether-write-probe"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise TetherError(
+            f"cannot write the dataset to {root}: {exc.strerror or exc} — choose another --out"
+        ) from None
 
 
 def _record_human(

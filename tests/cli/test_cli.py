@@ -65,3 +65,21 @@ def test_list_shows_registry():
     r = tether("list")
     assert r.returncode == 0
     assert "mujoco" in r.stdout and "scripted_expert" in r.stdout
+
+
+@pytest.mark.parametrize("teleop", ["scripted", "keyboard"])
+def test_record_to_an_unwritable_place_is_one_clear_error(repo, tmp_path, teleop):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    exp = str(repo / "configs/experiments/panda_lift_expert.yaml")
+    r = tether("record", exp, "--teleop", teleop, "--out", str(blocker / "ds"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write the dataset to"), r.stderr
+
+
+def test_record_with_an_unknown_device_names_the_choices(repo):
+    exp = str(repo / "configs/experiments/panda_lift_expert.yaml")
+    r = tether("record", exp, "--teleop", "joystick9000")
+    assert r.returncode == 2
+    assert "keyboard" in r.stderr and "spacemouse" in r.stderr
