@@ -18,8 +18,11 @@ class InvalidCommand(TetherError):
 class MissingDependency(TetherError):
     """An optional dependency is not installed; the message says what to install."""
 
+    # extras that `make setup` installs (requirements/lock.txt); the others are opt-in
+    IN_SETUP = ("mujoco", "pybullet", "media", "data", "torch")
+
     def __init__(self, package: str, extra: str, what: str) -> None:
+        hint = " (or run `make setup`)" if extra in self.IN_SETUP else ""
         super().__init__(
-            f"{what} needs the '{package}' package: pip install 'tether[{extra}]' "
-            f"(or run `make setup`)."
+            f"{what} needs the '{package}' package: pip install 'tether[{extra}]'{hint}."
         )
