@@ -10,7 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
-BENCHMARKS = ["ros_loop.py", "recorder.py"]
+BENCHMARKS = ["ros_loop.py", "recorder.py", "quad_sim.py", "policy_latency.py", "quad_train.py"]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
@@ -62,6 +62,77 @@ def recorder_table(d: dict) -> list[str]:
     ]
 
 
+def quad_sim_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| quadrotor sim (`benchmarks/results/quad_sim.json`) | steps/s | vs raw engine "
+        "| make_env overhead |",
+        "|---|---|---|---|",
+    ]
+    for b in d["batched"]:
+        rows.append(
+            f"| BatchedHoverEnv (numpy), {b['drones']} drones | "
+            f"{b['drone_steps_per_s']:,.0f} drone-steps | | |"
+        )
+    for e in d["engines"]:
+        rows.append(
+            f"| {e['engine']}, 1 Crazyflie, SimBackend.step | {e['backend_steps_per_s']:,.0f} "
+            f"| raw engine loop {e['raw_steps_per_s']:,.0f}/s ({e['backend_over_raw']:.1f}x faster) "
+            f"| {e['wrapper_overhead_pct']:.1f} % (gym {e['gym_steps_per_s']:,.0f}/s; "
+            f"target <= 10 %) |"
+        )
+    m = d["machine"]
+    rows.append("")
+    rows.append(
+        f"{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; control steps at 100 Hz "
+        "with 5 physics steps of 2 ms each."
+    )
+    return rows
+
+
+def policy_latency_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| diffusion policy, batch 1, 1 CPU thread | DDIM steps | torch eager p50 / p99 (ms) "
+        "| ONNX Runtime p50 / p99 (ms) | speed-up (p50) |",
+        "|---|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        t, o = c["torch_eager_ms"], c["ort_cpu_1thread_ms"]
+        rows.append(
+            f"| {c['variant']} ({c['parameters'] / 1e6:.2f} M params) | {c['steps']} | "
+            f"{_ms(t['p50'])} / {_ms(t['p99'])} | {_ms(o['p50'])} / {_ms(o['p99'])} | "
+            f"{c['speedup_p50']:.1f}x |"
+        )
+    m = d["machine"]
+    rows += [
+        "",
+        f"`benchmarks/results/policy_latency.json`, {m['date']}, load {m['load_avg_1m']:.1f}.",
+    ]
+    return rows
+
+
+def quad_train_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| learning to hover (`benchmarks/results/quad_train.json`) | wall clock to the bar "
+        "| env steps | success: numpy 2 ms / PyBullet / MuJoCo |",
+        "|---|---|---|---|",
+    ]
+    for name, r in d["paths"].items():
+        t, s = r["train"], r["success"]
+        wall = (
+            f"{t['wall_s_to_bar']:.0f} s" if t["solved"] else f"not reached in {t['wall_s']:.0f} s"
+        )
+        rates = " / ".join(f"{s[k]['success_rate']:.0%}" for k in ("batched", "pybullet", "mujoco"))
+        rows.append(f"| {name} | {wall} | {t['env_steps']:,} | {rates} |")
+    m = d["machine"]
+    rows.append(
+        f"\n{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; bar: {d['target']['bar']}."
+    )
+    return rows
+
+
 def render() -> None:
     lines: list[str] = []
     path = HERE / "results" / "ros_loop.json"
@@ -70,6 +141,15 @@ def render() -> None:
     path = HERE / "results" / "recorder.json"
     if path.exists():
         lines += recorder_table(json.loads(path.read_text()))
+    path = HERE / "results" / "quad_sim.json"
+    if path.exists():
+        lines += quad_sim_table(json.loads(path.read_text()))
+    path = HERE / "results" / "policy_latency.json"
+    if path.exists():
+        lines += policy_latency_table(json.loads(path.read_text()))
+    path = HERE / "results" / "quad_train.json"
+    if path.exists():
+        lines += quad_train_table(json.loads(path.read_text()))
     text = README.read_text()
     if START not in text or END not in text:
         print("README has no benchmark markers; table not written")

@@ -23,7 +23,7 @@ def run_up(experiment: str, overrides: list[str], log_dir: str | None = None) ->
 
     signal.signal(signal.SIGINT, _request_stop)
     signal.signal(signal.SIGTERM, _request_stop)
-    print(f"tether up: {cfg.name}: " + ", ".join(n.name for n in nodes) + " (Ctrl-C stops)")
+    print(f"tether up: {cfg.name}: " + ", ".join(n.key for n in nodes) + " (Ctrl-C stops)")
     graph.start()
     code = 0
     try:

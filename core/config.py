@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tether.core import registry
 from tether.core.errors import ConfigError
 from tether.core.safety import SafetyConfig
+from tether.core.spec import CameraSpec
 
 
 class ComponentConfig(BaseModel):
@@ -49,20 +50,76 @@ class EpisodesConfig(BaseModel):
     auto_reset: bool = True
 
 
+class DronesConfig(BaseModel):
+    """How the drone sim bridge flies its drones (how many: ``sim.quadrotor.num_drones``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # the takeoff service climbs to this height (m, odom z) at takeoff_speed (m/s), then hovers
+    takeoff_height: float = Field(1.0, gt=0, le=10)
+    takeoff_speed: float = Field(0.5, gt=0, le=2)
+    # below this height (m, odom z) a landing drone has touched down: its motors stop
+    touchdown_height: float = Field(0.05, gt=0, le=0.5)
+
+
+class HardwareConfig(BaseModel):
+    """Real (or mock) hardware instead of a simulator: the hardware bridge drives it through
+    the interfaces its driver already exposes (see tether.hardware.robots)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # jtc_arm: a ros2_control JointTrajectoryController (UR, Franka, xArm, Kinova drivers);
+    # twist_base: cmd_vel / odom of a base driver; mavlink: PX4 / ArduPilot over pymavlink;
+    # crazyflie: Bitcraze cflib over a Crazyradio
+    type: Literal["jtc_arm", "twist_base", "mavlink", "crazyflie"]
+    # true: start mock hardware with the driver's interface (mock arm / base node, mock
+    # autopilot on UDP loopback) instead of talking to a device
+    mock: bool = False
+    control_hz: float = Field(50.0, gt=0)
+    cameras: list[CameraSpec] = Field(default_factory=list)
+    # ROS namespace of the robot driver's topics (its joint_states, <controller>/joint_trajectory,
+    # cmd_vel, odom); it must differ from ros.namespace, where the bridge publishes Tether's own
+    driver_namespace: str = "/driver"
+    # the JointTrajectoryController the arm driver runs (UR: scaled_joint_trajectory_controller)
+    controller: str = "joint_trajectory_controller"
+    # the driver's joint names in the robot's action order (default: the robot spec's names)
+    joints: list[str] | None = None
+    # how long the bridge waits for the device's first state before giving up (s)
+    connect_timeout_s: float = Field(5.0, gt=0, le=60)
+    # settings of the device's own config class (MavlinkConfig, CrazyflieConfig), and of the
+    # mock (MockArmConfig, MockBaseConfig, MockAutopilotConfig); validated when built
+    device: dict[str, Any] = Field(default_factory=dict)
+    mock_options: dict[str, Any] = Field(default_factory=dict)
+
+
 class ExperimentConfig(BaseModel):
-    """One experiment: which robot, simulator, task and policy, and how they run."""
+    """One experiment: which robot, simulator (or hardware), task and policy, and how they
+    run. Exactly one of ``sim`` and ``hardware`` is set."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
     robot: str = "panda"
-    sim: ComponentConfig
+    sim: ComponentConfig | None = None
+    # real or mock hardware instead of ``sim`` (tether_ros.hardware_bridge drives it)
+    hardware: HardwareConfig | None = None
     task: ComponentConfig
     policy: ComponentConfig
     safety: SafetyConfig = Field(default_factory=SafetyConfig)
     ros: RosConfig = Field(default_factory=RosConfig)
     episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
+    # drone experiments only (robot kind quadcopter): takeoff and landing over ROS 2
+    drones: DronesConfig = Field(default_factory=DronesConfig)
     # how `tether train` trains this experiment's policy (type: a registered trainer)
     train: ComponentConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_world(self) -> ExperimentConfig:
+        if (self.sim is None) == (self.hardware is None):
+            raise ValueError("set exactly one of 'sim' and 'hardware'")
+        return self
+
+    @property
+    def world(self) -> Any:
+        """The section that sets the control rate and cameras: ``sim`` or ``hardware``."""
+        return self.sim if self.sim is not None else self.hardware
 
 
 TYPED_SECTIONS = ("sim", "task", "policy", "train")

@@ -12,7 +12,13 @@ from tether.core.spec import RobotSpec
 def robot_spec(cfg: ExperimentConfig) -> RobotSpec:
     """The RobotSpec of the experiment's robot at the simulator's control rate and cameras."""
     factory = registry.load("robot", cfg.robot)
-    return factory(control_hz=cfg.sim.control_hz, cameras=tuple(getattr(cfg.sim, "cameras", ())))
+    world = cfg.world  # the sim section, or the hardware one
+    cameras = tuple(getattr(world, "cameras", ()))
+    spec = factory(control_hz=world.control_hz, cameras=cameras)
+    # robot options the sim section carries (a quadcopter's action mode and drone count)
+    options = getattr(cfg.sim, "robot_options", None)
+    extra = options(spec.kind) if options is not None else {}
+    return factory(control_hz=world.control_hz, cameras=cameras, **extra) if extra else spec
 
 
 def build_task(cfg: ExperimentConfig) -> Any:
@@ -27,4 +33,4 @@ def build_policy(cfg: ExperimentConfig, spec: RobotSpec | None = None) -> Any:
 def max_episode_steps(cfg: ExperimentConfig) -> int:
     """Episode length limit in control steps (task.max_duration_s at sim.control_hz)."""
     duration = float(getattr(cfg.task, "max_duration_s", 10.0))
-    return max(1, round(duration * cfg.sim.control_hz))
+    return max(1, round(duration * cfg.world.control_hz))

@@ -27,6 +27,8 @@ class Entry:
 _REGISTRY: dict[str, dict[str, Entry]] = {
     "robot": {
         "panda": Entry(None, "tether.sim.robots.panda:panda_spec"),
+        "husky": Entry(None, "tether.sim.robots.husky:husky_spec"),
+        "crazyflie": Entry(None, "tether.sim.quadrotor.crazyflie:crazyflie_robot"),
     },
     "sim": {
         "mujoco": Entry(
@@ -43,6 +45,28 @@ _REGISTRY: dict[str, dict[str, Entry]] = {
             "tether.sim.tasks.config_tasks:ReachConfig", "tether.sim.tasks.reach:ReachTask"
         ),
         "lift": Entry("tether.sim.tasks.config_tasks:LiftConfig", "tether.sim.tasks.lift:LiftTask"),
+        # mobile-base tasks (robot husky)
+        "go_to_goal": Entry(
+            "tether.sim.tasks.config_base_tasks:GoToGoalConfig",
+            "tether.sim.tasks.go_to_goal:GoToGoalTask",
+        ),
+        "obstacle_course": Entry(
+            "tether.sim.tasks.config_base_tasks:ObstacleCourseConfig",
+            "tether.sim.tasks.obstacle_course:ObstacleCourseTask",
+        ),
+        # drone tasks (robot crazyflie): tether.sim.tasks.quad_tasks, docs/quadrotor.md
+        "hover": Entry(
+            "tether.sim.tasks.config_quad_tasks:HoverConfig",
+            "tether.sim.tasks.quad_tasks:HoverTask",
+        ),
+        "waypoints": Entry(
+            "tether.sim.tasks.config_quad_tasks:WaypointsConfig",
+            "tether.sim.tasks.quad_tasks:WaypointsTask",
+        ),
+        "figure_eight": Entry(
+            "tether.sim.tasks.config_quad_tasks:FigureEightConfig",
+            "tether.sim.tasks.quad_tasks:FigureEightTask",
+        ),
     },
     "policy": {
         "scripted_expert": Entry(
@@ -50,11 +74,35 @@ _REGISTRY: dict[str, dict[str, Entry]] = {
             "tether.sim.experts.expert:ScriptedExpert",
         ),
         "hold": Entry("tether.core.policies:HoldPolicyConfig", "tether.core.policies:HoldPolicy"),
+        "base_expert": Entry(
+            "tether.sim.experts.config_base_expert:BaseExpertConfig",
+            "tether.sim.experts.base_expert:BaseExpert",
+        ),
+        "quad_pid": Entry(
+            "tether.sim.quadrotor.config_quadrotor:QuadPIDConfig",
+            "tether.sim.quadrotor.pid_policy:QuadPIDPolicy",
+        ),
+        "onnx": Entry(
+            "tether.policies.config_onnx:OnnxPolicyConfig", "tether.policies.runtime:OnnxPolicy"
+        ),
+        "diffusion": Entry(
+            "tether.policies.diffusion.config:DiffusionPolicyConfig",
+            "tether.policies.diffusion.policy:DiffusionPolicy",
+        ),
     },
     # the experiment's optional ``train:`` section; a trainer target is a class with
     # ``train(cfg, out, resume) -> dict``, ``evaluate(checkpoint, options) -> dict`` and
     # ``export(checkpoint, fmt, out) -> Path`` (see tether.cli.train)
-    "trainer": {},
+    "trainer": {
+        "diffusion": Entry(
+            "tether.policies.diffusion.config:DiffusionTrainConfig",
+            "tether.policies.diffusion.trainer:DiffusionTrainer",
+        ),
+        "quad_hover": Entry(
+            "tether.policies.quad.config_quad:QuadHoverTrainConfig",
+            "tether.policies.quad.trainer:QuadHoverTrainer",
+        ),
+    },
 }
 
 

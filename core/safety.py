@@ -3,7 +3,9 @@
 It rejects NaN/inf and wrong-shaped actions, clamps to the action limits, rate-limits each
 element, and runs a watchdog: when no valid command arrives for ``watchdog_s`` it holds the
 position measured when the commands went stale (or sends zeros for velocity-type modes).
-Pure numpy: the sim bridge and the hardware bridge use this same code.
+Drones have their own gatekeeper, :class:`DroneSafety` (several command modes at once,
+land-or-hover watchdog, latched emergency motor stop). Pure numpy: the sim bridge and the
+hardware bridge use this same code.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.core.errors import InvalidCommand
-from tether.core.spec import RobotSpec
+from tether.core.spec import ActionSpec, RobotSpec
 
 POSITION_MODES = ("joint_position",)
+# drone modes whose out-of-range values are rejected rather than clamped (see DroneSafety)
+LOW_LEVEL_MODES = ("rotor_rpm", "thrust_rates")
 
 
 class SafetyConfig(BaseModel):
@@ -26,8 +30,14 @@ class SafetyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # a command older than this is stale (seconds); typically 2-5 control periods
     watchdog_s: float = Field(0.1, gt=0)
-    # what the watchdog does: hold the measured position, or command zeros (velocity modes)
-    on_stale: Literal["hold", "zero"] = "hold"
+    # what the watchdog does: hold the measured position, or command zeros (velocity modes);
+    # drones: "hold" (or "zero") hovers in place, "land" descends at land_speed, then motors off
+    on_stale: Literal["hold", "zero", "land"] = "hold"
+    # drones: descent speed of a watchdog or service landing, m/s
+    land_speed: float = Field(0.3, gt=0, le=2.0)
+    # drones: a rotor / thrust-rates value outside its limits by at most this fraction of the
+    # range is clamped (round-off); further out the command is rejected (see DroneSafety)
+    range_tolerance: float = Field(0.01, ge=0, le=0.5)
     # fraction of each joint's max velocity the rate limiter allows
     velocity_scale: float = Field(1.0, gt=0, le=1.0)
     rate_limit: bool = True
@@ -151,3 +161,101 @@ class SafetyFilter:
             target = limited
         self._last_out = np.asarray(target, np.float32).copy()
         return self._last_out.copy(), stale
+
+
+DroneVerdict = Literal["command", "none", "hold", "land", "off"]
+
+
+class DroneSafety:
+    """Gatekeeper of one drone: validates its commands, runs the watchdog, latches the e-stop.
+
+    ``limits`` maps each accepted command mode (``rotor_rpm``, ``thrust_rates``,
+    ``velocity_setpoint``) to its ActionSpec (shape (4,), low/high). Every command is checked:
+    wrong shape, NaN or inf -> rejected. Out of range: a velocity setpoint is clamped (a too
+    fast request still says where to go); a rotor / thrust-rates value more than
+    ``range_tolerance`` of its range outside the limits is rejected, because such a value is a
+    unit or scaling bug (rad/s for rpm, a PWM count) and clamping it would turn garbage into
+    full throttle; within the tolerance it is clamped (round-off). ``verdict`` says what the
+    drone should do now: follow the command, nothing commanded yet, hold (hover) or land
+    (watchdog), or off (emergency: motors off, latched until :meth:`reset`).
+    """
+
+    def __init__(self, limits: dict[str, ActionSpec], cfg: SafetyConfig | None = None) -> None:
+        self.cfg = cfg or SafetyConfig()
+        self.limits = {
+            mode: (spec.low_array().astype(np.float64), spec.high_array().astype(np.float64))
+            for mode, spec in limits.items()
+        }
+        self.stats = SafetyStats()
+        self.mode: str | None = None
+        self._cmd: np.ndarray | None = None
+        self._cmd_t: float | None = None
+        self._emergency = False
+
+    @property
+    def emergency(self) -> bool:
+        return self._emergency
+
+    def trip_emergency(self) -> None:
+        """Motors off now and until :meth:`reset`; commands meanwhile are rejected."""
+        self._emergency = True
+        self.clear()
+
+    def reset(self) -> None:
+        """Forget commands and release the emergency latch (a new episode / a reset)."""
+        self._emergency = False
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget the current command (a takeoff or land service takes over)."""
+        self.mode, self._cmd, self._cmd_t = None, None, None
+
+    def _reject(self, reason: str) -> None:
+        key = reason.split(" ")[0]
+        self.stats.rejected += 1
+        self.stats.reasons[key] = self.stats.reasons.get(key, 0) + 1
+        raise InvalidCommand(f"drone command rejected: {reason}")
+
+    def validate(self, mode: str, values: object) -> np.ndarray:
+        """``values`` as float64 (4,) within the mode's limits, or raise InvalidCommand."""
+        if mode not in self.limits:
+            self._reject(f"unknown mode '{mode}' (accepted: {', '.join(self.limits)})")
+        low, high = self.limits[mode]
+        try:
+            a = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            self._reject("not numeric")
+        if a.shape != low.shape:
+            self._reject(f"shape {a.shape} != {low.shape} for {mode}")
+        if not np.all(np.isfinite(a)):
+            self._reject(f"NaN or inf in {mode}")
+        if mode in LOW_LEVEL_MODES:
+            tol = self.cfg.range_tolerance * (high - low)
+            if np.any(a < low - tol) or np.any(a > high + tol):
+                self._reject(f"out of range {mode} {np.round(a, 3).tolist()}")
+        out = np.clip(a, low, high)
+        if not np.array_equal(out, a):
+            self.stats.clamped += 1
+        return out
+
+    def command(self, mode: str, values: object, now_s: float) -> np.ndarray:
+        """Validate and register a fresh command at time ``now_s`` (s); returns it clamped."""
+        if self._emergency:
+            self._reject("emergency stop latched (reset to release)")
+        out = self.validate(mode, values)
+        self.mode, self._cmd, self._cmd_t = mode, out, now_s
+        self.stats.accepted += 1
+        return out
+
+    def verdict(self, now_s: float) -> tuple[DroneVerdict, np.ndarray | None]:
+        """What the drone does at time ``now_s``: ("command", values of ``self.mode``),
+        ("none", None) before any command, ("hold" | "land", None) when the last command is
+        older than ``watchdog_s``, ("off", None) after an emergency."""
+        if self._emergency:
+            return "off", None
+        if self._cmd_t is None:
+            return "none", None
+        if now_s - self._cmd_t > self.cfg.watchdog_s:
+            self.stats.stale_steps += 1
+            return ("land" if self.cfg.on_stale == "land" else "hold"), None
+        return "command", self._cmd

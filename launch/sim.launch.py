@@ -4,7 +4,9 @@
         robot:=panda sim:=mujoco task:=lift policy:=scripted_expert headless:=true
 
 The node list, parameters and environment come from tether_ros.graph.plan_graph, the same
-function `tether up` uses, so both read the experiment YAML identically.
+function `tether up` uses, so both read the experiment YAML identically. Drone experiments
+(``experiment:=configs/experiments/quad_hover_onnx.yaml``) get one sim bridge for the world
+and one policy server per drone namespace (/cf0, /cf1, ... when sim.quadrotor.num_drones > 1).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from pydantic import Field
 
 from tether.core.config import ComponentConfig
 from tether.core.spec import CameraSpec
+from tether.sim.config_mobile_base import MobileBaseConfig
+from tether.sim.quadrotor.config_quadrotor import QuadrotorConfig
 
 
 def default_cameras() -> list[CameraSpec]:
@@ -26,7 +28,17 @@ class TableSimConfig(ComponentConfig):
     # also render every camera into observe()/step() observations as images/<camera>
     # (costs one render per camera per step; the ROS bridge renders at camera fps instead)
     render_in_obs: bool = False
-    # half-width (rad) of the uniform noise added to the home arm pose at reset
+    # half-width (rad) of the uniform noise added to the home arm pose at reset (mobile
+    # bases: to the start heading)
     reset_noise: float = Field(0.02, ge=0, le=0.5)
     # false: open the simulator's own window (needs a display); true: offscreen only
     headless: bool = True
+    # drone worlds only (robot kind quadcopter): action mode, drone count, aerodynamics
+    quadrotor: QuadrotorConfig = Field(default_factory=QuadrotorConfig)
+
+    def robot_options(self, kind: str) -> dict[str, object]:
+        """Extra keyword arguments of the robot spec factory for a robot of ``kind``."""
+        return self.quadrotor.robot_options() if kind == "quadcopter" else {}
+
+    # mobile bases only: lidar and wheel odometry (ignored for other robot kinds)
+    mobile_base: MobileBaseConfig = Field(default_factory=MobileBaseConfig)

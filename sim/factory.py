@@ -16,6 +16,10 @@ from tether.core.errors import ConfigError
 BACKENDS: dict[tuple[str, str], str] = {
     ("mujoco", "arm"): "tether.sim.mujoco.backend:MujocoBackend",
     ("pybullet", "arm"): "tether.sim.pybullet.backend:PybulletBackend",
+    ("mujoco", "quadcopter"): "tether.sim.mujoco.quadrotor:MujocoQuadrotorBackend",
+    ("pybullet", "quadcopter"): "tether.sim.pybullet.quadrotor:PybulletQuadrotorBackend",
+    ("mujoco", "mobile_base"): "tether.sim.mujoco.mobile_base:MujocoMobileBase",
+    ("pybullet", "mobile_base"): "tether.sim.pybullet.mobile_base:PybulletMobileBase",
 }
 
 

@@ -40,6 +40,8 @@ def run_local_episode(
         for cam in runner.cameras_due():
             images[IMAGE_PREFIX + cam.name] = runner.backend.render(cam.name)
         data = {k: obs[k] for k in ("state", "env_state") if k in obs}
+        # other keys the policy's contract names (a mobile base's scan and base_pose)
+        data.update({k: obs[k] for k in keys if k in obs and not k.startswith(IMAGE_PREFIX)})
         data.update({k: v for k, v in images.items() if k in keys})
         runner.latency.mark(obs.stamp_ns)
         chunk = policy.act(Observation(data, stamp_ns=obs.stamp_ns))

@@ -29,6 +29,54 @@ from tether.sim.quadrotor.dynamics import (
 
 OBS_DIM = 18
 TARGET = (0.0, 0.0, 1.0)
+# the reset distribution and success rule above, shared with the `hover` task
+# (tether.sim.tasks.quad_tasks) so both run the same episodes on every simulator
+POS_NOISE = 0.5  # m, half-width per axis around the target
+TILT_NOISE = np.pi / 6  # rad, half-width of roll and pitch
+VEL_NOISE = 0.5  # m/s, half-width per axis (world)
+RATE_NOISE = 1.0  # rad/s, half-width per axis (body)
+SUCCESS_RADIUS = 0.1  # m
+SUCCESS_WINDOW_S = 10.0  # s, the last part of the episode spent within SUCCESS_RADIUS
+EPISODE_S = 15.0  # s
+CRASH_DISTANCE = 2.0  # m from the target: the episode ends as a failure
+
+
+def sample_hover_states(
+    rng: np.random.Generator, m: int, target: np.ndarray, params: QuadrotorParams = CRAZYFLIE
+) -> tuple[np.ndarray, np.ndarray]:
+    """m initial states (m, 13) around ``target`` (3,) or (m, 3) m and rotor speeds (m, 4)
+    rpm, drawn from the documented distribution (in this order of draws)."""
+    s = np.zeros((m, 13))
+    s[:, 0:3] = target + rng.uniform(-POS_NOISE, POS_NOISE, (m, 3))
+    tilt = rng.uniform(-TILT_NOISE, TILT_NOISE, (m, 2))
+    s[:, 3:7] = quat_from_euler(tilt[:, 0], tilt[:, 1], rng.uniform(-np.pi, np.pi, m))
+    s[:, 7:10] = rng.uniform(-VEL_NOISE, VEL_NOISE, (m, 3))
+    s[:, 10:13] = rng.uniform(-RATE_NOISE, RATE_NOISE, (m, 3))
+    # rotors already spinning at hover: the drone is thrown, not started from rest
+    return s, np.full((m, 4), params.hover_rpm)
+
+
+def hover_observation(state: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Observations (N, 18) float32 of states (N, 13) relative to targets (3,) or (N, 3) m:
+    position - target (3), rotation matrix world-from-body row-major (9), linear velocity
+    (3, world), angular velocity (3, body)."""
+    rot = quat_to_rotmat(state[:, 3:7]).reshape(state.shape[0], 9)
+    obs = np.concatenate([state[:, 0:3] - target, rot, state[:, 7:13]], axis=1)
+    return obs.astype(np.float32)
+
+
+def hover_reward(state: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per-step reward (N,): 1 - |p - p*| - 0.1 |v| - 0.05 |w| (SI units)."""
+    dist = np.linalg.norm(state[:, 0:3] - target, axis=1)
+    speed = np.linalg.norm(state[:, 7:10], axis=1)
+    spin = np.linalg.norm(state[:, 10:13], axis=1)
+    return np.asarray(1.0 - dist - 0.1 * speed - 0.05 * spin)
+
+
+def action_to_rpm(action: np.ndarray, params: QuadrotorParams = CRAZYFLIE) -> np.ndarray:
+    """Normalized actions (..., 4) in [-1, 1] (NaN -> 0) -> rotor commands (..., 4) rpm."""
+    a = np.clip(np.nan_to_num(np.asarray(action, dtype=np.float64), nan=0.0), -1.0, 1.0)
+    return params.hover_rpm * (1.0 + 0.5 * a)
 
 
 def hover_success(
@@ -56,7 +104,7 @@ class BatchedHoverEnv:
         params: QuadrotorParams = CRAZYFLIE,
         control_hz: float = 100.0,
         physics_dt: float = 0.002,
-        episode_s: float = 15.0,
+        episode_s: float = EPISODE_S,
         seed: int | None = None,
     ) -> None:
         self.n = n
@@ -66,7 +114,7 @@ class BatchedHoverEnv:
         self.substeps = max(1, round(self.control_dt / physics_dt))
         self.physics_dt = self.control_dt / self.substeps
         self.episode_steps = round(episode_s / self.control_dt)
-        self.success_steps = round(10.0 / self.control_dt)
+        self.success_steps = round(SUCCESS_WINDOW_S / self.control_dt)
         self.target = np.asarray(TARGET)
         self._rng = np.random.default_rng(seed)
         self.state = np.zeros((n, 13))
@@ -77,15 +125,7 @@ class BatchedHoverEnv:
 
     def _sample(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Initial states (m, 13) and rotor speeds (m, 4) from the documented distribution."""
-        rng = self._rng
-        s = np.zeros((m, 13))
-        s[:, 0:3] = self.target + rng.uniform(-0.5, 0.5, (m, 3))
-        tilt = rng.uniform(-np.pi / 6, np.pi / 6, (m, 2))
-        s[:, 3:7] = quat_from_euler(tilt[:, 0], tilt[:, 1], rng.uniform(-np.pi, np.pi, m))
-        s[:, 7:10] = rng.uniform(-0.5, 0.5, (m, 3))
-        s[:, 10:13] = rng.uniform(-1.0, 1.0, (m, 3))
-        # rotors already spinning at hover: the drone is thrown, not started from rest
-        return s, np.full((m, 4), self.params.hover_rpm)
+        return sample_hover_states(self._rng, m, self.target, self.params)
 
     def _reset_where(self, mask: np.ndarray) -> None:
         m = int(mask.sum())
@@ -103,15 +143,11 @@ class BatchedHoverEnv:
 
     def observe(self) -> np.ndarray:
         """Observations (N, 18) float32, layout in the module docstring."""
-        s = self.state
-        rot = quat_to_rotmat(s[:, 3:7]).reshape(self.n, 9)
-        obs = np.concatenate([s[:, 0:3] - self.target, rot, s[:, 7:13]], axis=1)
-        return obs.astype(np.float32)
+        return hover_observation(self.state, self.target)
 
     def action_to_rpm(self, action: np.ndarray) -> np.ndarray:
         """Normalized actions (N, 4) in [-1, 1] -> rotor commands (N, 4) rpm."""
-        a = np.clip(np.nan_to_num(action, nan=0.0), -1.0, 1.0)
-        return self.params.hover_rpm * (1.0 + 0.5 * a)
+        return action_to_rpm(action, self.params)
 
     def rpm_to_action(self, rpm: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`action_to_rpm` (unclipped). Shape: (N, 4)."""
@@ -134,11 +170,9 @@ class BatchedHoverEnv:
         self.state = clamp_to_floor(self.state)
         self.steps += 1
         dist = np.linalg.norm(self.state[:, 0:3] - self.target, axis=1)
-        self.inside_steps = np.where(dist <= 0.1, self.inside_steps + 1, 0)
-        speed = np.linalg.norm(self.state[:, 7:10], axis=1)
-        spin = np.linalg.norm(self.state[:, 10:13], axis=1)
-        reward = 1.0 - dist - 0.1 * speed - 0.05 * spin
-        terminated = (dist > 2.0) | (self.state[:, 2] <= 0.0)
+        self.inside_steps = np.where(dist <= SUCCESS_RADIUS, self.inside_steps + 1, 0)
+        reward = hover_reward(self.state, self.target)
+        terminated = (dist > CRASH_DISTANCE) | (self.state[:, 2] <= 0.0)
         truncated = ~terminated & (self.steps >= self.episode_steps)
         success = truncated & (self.inside_steps >= self.success_steps)
         final_obs = self.observe()

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.sim.quadrotor.crazyflie import CRAZYFLIE, GRAVITY, QuadrotorParams
-from tether.sim.quadrotor.dynamics import quat_to_rotmat, quat_yaw
+from tether.sim.quadrotor.dynamics import _cross, quat_to_rotmat, quat_yaw
 
 
 class PIDGains(BaseModel):
@@ -80,21 +80,22 @@ class CascadedPID:
         rate_p = np.asarray(self.gains.rate_p)
         j_omega = omega * self._inertia
         # feed the gyroscopic term forward so the P loop only fights the error
-        gyro = np.cross(omega, j_omega)
+        gyro = _cross(omega, j_omega)
         torque = self._inertia * (rate_p * (cmd[:, 1:4] - omega)) + gyro
         thrust = np.clip(cmd[:, 0], 0.0, self.params.max_thrust)
         return self.mix(thrust, torque)
 
-    def attitude(
+    def attitude_rates(
         self,
         state: np.ndarray,
         acc_cmd: np.ndarray,
         yaw_ref: np.ndarray,
         yaw_rate_ff: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Attitude loop: a world acceleration command (N, 3) m/s^2 and yaw (N,) rad -> rpm.
+        """Attitude loop: a world acceleration command (N, 3) m/s^2 and yaw (N,) rad ->
+        the ``thrust_rates`` command (N, 4): collective thrust N, body rates rad/s.
 
-        Gravity is added here; the tilt is limited to ``gains.max_tilt``. Returns (N, 4) rpm.
+        Gravity is added here; the tilt is limited to ``gains.max_tilt``.
         """
         g = self.gains
         acc = acc_cmd.copy()
@@ -108,9 +109,9 @@ class CascadedPID:
         b3d = acc / np.linalg.norm(acc, axis=1, keepdims=True)
         thrust = self.params.mass * np.einsum("ni,ni->n", acc, rot[:, :, 2])
         heading = np.stack([np.cos(yaw_ref), np.sin(yaw_ref), np.zeros_like(yaw_ref)], axis=1)
-        b2d = np.cross(b3d, heading)
+        b2d = _cross(b3d, heading)
         b2d /= np.linalg.norm(b2d, axis=1, keepdims=True)
-        b1d = np.cross(b2d, b3d)
+        b1d = _cross(b2d, b3d)
         rot_d = np.stack([b1d, b2d, b3d], axis=2)
         m = np.einsum("nji,njk->nik", rot_d, rot)  # R_d^T R
         e_r = 0.5 * np.stack(
@@ -119,7 +120,38 @@ class CascadedPID:
         rates = -np.asarray(g.att_p) * e_r
         if yaw_rate_ff is not None:
             rates[:, 2] += yaw_rate_ff
-        return self.thrust_rates(state, np.concatenate([thrust[:, None], rates], axis=1))
+        return np.concatenate([thrust[:, None], rates], axis=1)
+
+    def attitude(
+        self,
+        state: np.ndarray,
+        acc_cmd: np.ndarray,
+        yaw_ref: np.ndarray,
+        yaw_rate_ff: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Attitude loop and below: acceleration (N, 3) m/s^2, yaw (N,) rad -> (N, 4) rpm."""
+        return self.thrust_rates(state, self.attitude_rates(state, acc_cmd, yaw_ref, yaw_rate_ff))
+
+    def velocity_rates(
+        self,
+        state: np.ndarray,
+        cmd: np.ndarray,
+        dt: float,
+        acc_ff: np.ndarray | None = None,
+        yaw_ref: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Velocity loop -> the ``thrust_rates`` command (N, 4); arguments as :meth:`velocity`."""
+        g = self.gains
+        err = cmd[:, :3] - state[:, 7:10]
+        self._vel_int = np.clip(
+            self._vel_int + np.asarray(g.vel_i) * err * dt, -g.vel_i_limit, g.vel_i_limit
+        )
+        acc = np.asarray(g.vel_p) * err + self._vel_int
+        if acc_ff is not None:
+            acc = acc + acc_ff
+        if yaw_ref is None:
+            yaw_ref = quat_yaw(state[:, 3:7])
+        return self.attitude_rates(state, acc, yaw_ref, yaw_rate_ff=cmd[:, 3])
 
     def velocity(
         self,
@@ -135,17 +167,35 @@ class CascadedPID:
         (N,) rad; default: hold the current heading and follow the commanded yaw rate.
         Returns (N, 4) rpm.
         """
+        return self.thrust_rates(state, self.velocity_rates(state, cmd, dt, acc_ff, yaw_ref))
+
+    def position_velocity(
+        self, state: np.ndarray, pos_ref: np.ndarray, vel_ref: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Position loop -> the ``velocity_setpoint`` command (N, 4): world velocity m/s
+        (speed limited to ``gains.max_speed``) and a zero yaw rate."""
         g = self.gains
-        err = cmd[:, :3] - state[:, 7:10]
-        self._vel_int = np.clip(
-            self._vel_int + np.asarray(g.vel_i) * err * dt, -g.vel_i_limit, g.vel_i_limit
-        )
-        acc = np.asarray(g.vel_p) * err + self._vel_int
-        if acc_ff is not None:
-            acc = acc + acc_ff
+        vel = np.asarray(g.pos_p) * (pos_ref - state[:, 0:3])
+        if vel_ref is not None:
+            vel = vel + vel_ref
+        speed = np.linalg.norm(vel, axis=1, keepdims=True)
+        vel *= np.minimum(1.0, g.max_speed / np.maximum(speed, 1e-9))
+        return np.concatenate([vel, np.zeros((state.shape[0], 1))], axis=1)
+
+    def position_rates(
+        self,
+        state: np.ndarray,
+        pos_ref: np.ndarray,
+        dt: float,
+        vel_ref: np.ndarray | None = None,
+        acc_ref: np.ndarray | None = None,
+        yaw_ref: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Full cascade down to the ``thrust_rates`` command (N, 4); see :meth:`position`."""
+        cmd = self.position_velocity(state, pos_ref, vel_ref)
         if yaw_ref is None:
-            yaw_ref = quat_yaw(state[:, 3:7])
-        return self.attitude(state, acc, yaw_ref, yaw_rate_ff=cmd[:, 3])
+            yaw_ref = np.zeros(state.shape[0])
+        return self.velocity_rates(state, cmd, dt, acc_ff=acc_ref, yaw_ref=yaw_ref)
 
     def position(
         self,
@@ -158,17 +208,8 @@ class CascadedPID:
     ) -> np.ndarray:
         """Full cascade. pos_ref (N, 3) m, optional vel_ref (N, 3) m/s and acc_ref (N, 3)
         m/s^2 feedforward (trajectory tracking), yaw_ref (N,) rad (default 0). -> (N, 4) rpm."""
-        g = self.gains
-        vel = np.asarray(g.pos_p) * (pos_ref - state[:, 0:3])
-        if vel_ref is not None:
-            vel = vel + vel_ref
-        speed = np.linalg.norm(vel, axis=1, keepdims=True)
-        vel *= np.minimum(1.0, g.max_speed / np.maximum(speed, 1e-9))
-        n = state.shape[0]
-        if yaw_ref is None:
-            yaw_ref = np.zeros(n)
-        cmd = np.concatenate([vel, np.zeros((n, 1))], axis=1)
-        return self.velocity(state, cmd, dt, acc_ff=acc_ref, yaw_ref=yaw_ref)
+        cmd = self.position_rates(state, pos_ref, dt, vel_ref, acc_ref, yaw_ref)
+        return self.thrust_rates(state, cmd)
 
 
 def figure_eight(

@@ -21,12 +21,13 @@ motor pushes the body the other way: reaction torque -km*rpm^2 about +z. CW roto
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.core.spec import ActionSpec, RobotSpec
+from tether.core.spec import ActionSpec, CameraSpec, RobotSpec
 
 GRAVITY = 9.81  # m/s^2, the value gym-pybullet-drones uses
 
@@ -177,3 +178,47 @@ STATE_NAMES = (
     "wy",
     "wz",
 )
+
+
+def drone_prefix(i: int, n: int) -> str:
+    """Name prefix of drone i of n in specs and ROS namespaces: "" alone, else "cf<i>/"."""
+    return "" if n == 1 else f"cf{i}/"
+
+
+def formation_offsets(n: int, spacing: float = 1.0) -> np.ndarray:
+    """World offsets (m) of n drones' tasks: a line along y centred on 0. Shape: (n, 3)."""
+    out = np.zeros((n, 3))
+    out[:, 1] = spacing * (np.arange(n) - (n - 1) / 2.0)
+    return out
+
+
+def crazyflie_robot(
+    control_hz: float = 100.0,
+    cameras: Sequence[CameraSpec] = (),
+    mode: QuadActionMode = "rotor_rpm",
+    num_drones: int = 1,
+) -> RobotSpec:
+    """The registered robot ``crazyflie``: ``num_drones`` Crazyflies in one world.
+
+    One drone: exactly :func:`crazyflie_spec`. N drones: action (4N,) and state (13N,) are
+    the per-drone vectors concatenated drone by drone, names prefixed "cf<i>/".
+    """
+    one = crazyflie_spec(control_hz, mode)
+    if num_drones == 1:
+        return one.model_copy(update={"cameras": tuple(cameras)})
+    a = one.action
+    action = ActionSpec(
+        mode=a.mode,
+        names=tuple(f"cf{i}/{n}" for i in range(num_drones) for n in a.names),
+        low=a.low * num_drones,
+        high=a.high * num_drones,
+        units=a.units * num_drones,
+    )
+    return RobotSpec(
+        name="crazyflie",
+        kind="quadcopter",
+        cameras=tuple(cameras),
+        control_hz=control_hz,
+        action=action,
+        state_names=tuple(f"cf{i}/{n}" for i in range(num_drones) for n in STATE_NAMES),
+    )

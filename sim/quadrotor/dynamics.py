@@ -263,3 +263,38 @@ def clamp_to_floor(state: np.ndarray, floor_z: float = 0.0) -> np.ndarray:
     out[below, 2] = floor_z
     out[below, 7:13] = 0.0
     return out
+
+
+def rotor_wrench(
+    dyn: QuadrotorDynamics, state: np.ndarray, rpm: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The aerodynamic loads the engines apply, body frame (FLU), from the same model.
+
+    state: (N, 13); rpm: (N, 4) actual rotor speeds. Returns per-rotor thrusts (N, 4) N
+    along body +z at ``params.rotor_positions()`` (ground effect included when on), the
+    total body torque (N, 3) N m (rotor moments + reaction yaw torque) and the drag force
+    (N, 3) N at the centre of mass (zero when drag is off). Gravity is the engine's.
+    """
+    p = dyn.params
+    rpm = np.asarray(rpm, dtype=np.float64)
+    thrust = p.kf * rpm**2
+    rot = quat_to_rotmat(state[:, 3:7])
+    if dyn.ground_effect:
+        rotor_z = state[:, 2:3] + dyn._pos[:, 0] * rot[:, 2, 0:1] + dyn._pos[:, 1] * rot[:, 2, 1:2]
+        h = np.maximum(rotor_z, dyn._ge_h_clip)
+        ge = p.gnd_eff_coeff * (p.prop_radius / (4.0 * h)) ** 2
+        thrust = thrust * (1.0 + ge * (rot[:, 2, 2:3] > 0.0))
+    torque = np.stack(
+        [
+            thrust @ dyn._pos[:, 1],
+            -(thrust @ dyn._pos[:, 0]),
+            -p.km * (rpm**2 @ dyn._spin),
+        ],
+        axis=1,
+    )
+    drag = np.zeros((state.shape[0], 3))
+    if dyn.drag:
+        v_body = np.einsum("nji,nj->ni", rot, state[:, 7:10])
+        omega_sum = rpm.sum(axis=1, keepdims=True) * (2.0 * np.pi / 60.0)
+        drag = -dyn._drag * omega_sum * v_body
+    return thrust, torque, drag

@@ -31,6 +31,7 @@ setup(
             "policy_server = tether_ros.policy_server:main",
             "recorder = tether_ros.recorder:main",
             "teleop = tether_ros.teleop:main",
+            "chunk_executor = tether_ros.chunk_executor:main",
         ],
     },
 )

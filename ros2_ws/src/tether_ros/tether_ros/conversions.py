@@ -10,9 +10,10 @@ import array
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from tether.core.errors import InvalidCommand
@@ -195,3 +196,152 @@ def pose_to_array(msg: PoseStamped) -> np.ndarray:
     """Position (3,) + quaternion wxyz (4,) float32 from a PoseStamped."""
     p, o = msg.pose.position, msg.pose.orientation
     return np.array([p.x, p.y, p.z, o.w, o.x, o.y, o.z], np.float32)
+
+
+# --- drones ------------------------------------------------------------------------------
+# Drone state: the 13-vector of tether.sim.quadrotor: position (3, m, world), quaternion wxyz
+# (world from body), linear velocity (3, m/s, world), angular velocity (3, rad/s, body FLU).
+#
+# Low-level command (topic ``cmd_low_level``, sensor_msgs/JointState): ``name`` is exactly the
+# four channel names of one mode, in any order, and picks the mode:
+#     rotor0, rotor1, rotor2, rotor3        -> rotor_rpm: rotor speeds, rpm (0..max_rpm)
+#     thrust, roll_rate, pitch_rate, yaw_rate -> thrust_rates: collective thrust N (body z),
+#                                              body rates rad/s (FLU)
+#     vx, vy, vz, yaw_rate                  -> velocity_setpoint: world ENU velocity m/s and
+#                                              yaw rate rad/s (what a velocity policy emits;
+#                                              people and planners use cmd_vel)
+# ``position`` carries the four values (the generic value array, as JointTrajectory
+# ``positions`` carry every action mode); velocity and effort stay empty. header.stamp is the
+# time the command is for (the observation it answers); zero means "now".
+LOW_LEVEL_CHANNELS: dict[str, tuple[str, ...]] = {
+    "rotor_rpm": ("rotor0", "rotor1", "rotor2", "rotor3"),
+    "thrust_rates": ("thrust", "roll_rate", "pitch_rate", "yaw_rate"),
+    "velocity_setpoint": ("vx", "vy", "vz", "yaw_rate"),
+}
+
+
+def _rotate(q_wxyz: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """Rotate a vector (3,) by a unit quaternion wxyz (body -> world; inverse: world -> body)."""
+    w, u = float(q_wxyz[0]), np.asarray(q_wxyz[1:], np.float64)
+    if inverse:
+        u = -u
+    t = 2.0 * np.cross(u, v)
+    return np.asarray(v, np.float64) + w * t + np.cross(u, t)
+
+
+def _unit_quat(q: np.ndarray) -> np.ndarray:
+    q = np.asarray(q, np.float64)
+    n = float(np.linalg.norm(q))
+    if not np.isfinite(n) or n < 1e-6:
+        raise InvalidCommand("orientation quaternion is not a rotation")
+    return q / n
+
+
+def frame_ids(namespace: str) -> tuple[str, str]:
+    """(odom frame, body frame) of a drone: ``<ns>/odom``, ``<ns>/base_link`` (REP-105), or
+    ``odom``, ``base_link`` for a drone without a namespace."""
+    ns = namespace.strip("/")
+    return (f"{ns}/odom", f"{ns}/base_link") if ns else ("odom", "base_link")
+
+
+def odometry_msg(state: np.ndarray, stamp_ns: int, frame_id: str, child_frame_id: str) -> Odometry:
+    """nav_msgs/Odometry of a drone state (13,): pose in ``frame_id``, twist in the body frame
+    ``child_frame_id`` (REP-105: linear velocity rotated into the body, body rates as is)."""
+    s = np.asarray(state, np.float64)
+    q = _unit_quat(s[3:7])
+    msg = Odometry()
+    msg.header.stamp = to_time(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.child_frame_id = child_frame_id
+    p, o = msg.pose.pose.position, msg.pose.pose.orientation
+    p.x, p.y, p.z = s[0:3].tolist()
+    o.w, o.x, o.y, o.z = q.tolist()
+    v_body = _rotate(q, s[7:10], inverse=True)
+    lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+    lin.x, lin.y, lin.z = v_body.tolist()
+    ang.x, ang.y, ang.z = s[10:13].tolist()
+    return msg
+
+
+def odometry_to_state(msg: Odometry) -> np.ndarray:
+    """The drone state (13,) float32 of an Odometry whose twist is in the body frame."""
+    p, o = msg.pose.pose.position, msg.pose.pose.orientation
+    lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+    raw = np.array(
+        [p.x, p.y, p.z, o.w, o.x, o.y, o.z, lin.x, lin.y, lin.z, ang.x, ang.y, ang.z], np.float64
+    )
+    if not np.isfinite(raw).all():
+        raise InvalidCommand("odometry contains NaN or inf")
+    q = _unit_quat(raw[3:7])
+    v_world = _rotate(q, raw[7:10])
+    return np.concatenate([raw[0:3], q, v_world, raw[10:13]]).astype(np.float32)
+
+
+def imu_msg(state: np.ndarray, specific_force: np.ndarray, stamp_ns: int, frame_id: str) -> Imu:
+    """sensor_msgs/Imu of a drone: orientation, body rates (rad/s) and ``specific_force``
+    (3,) m/s^2 in the body frame (what an accelerometer reads: (a - g) rotated into the body,
+    (0, 0, +9.81) at rest). Covariances zero: unknown (REP-145)."""
+    s = np.asarray(state, np.float64)
+    q = _unit_quat(s[3:7])
+    msg = Imu()
+    msg.header.stamp = to_time(stamp_ns)
+    msg.header.frame_id = frame_id
+    o = msg.orientation
+    o.w, o.x, o.y, o.z = q.tolist()
+    w, a = msg.angular_velocity, msg.linear_acceleration
+    w.x, w.y, w.z = s[10:13].tolist()
+    a.x, a.y, a.z = np.asarray(specific_force, np.float64).tolist()
+    return msg
+
+
+def twist_to_setpoint(msg: Twist, yaw: float) -> np.ndarray:
+    """A cmd_vel Twist (m/s, rad/s) in the drone's heading frame (body frame turned level:
+    x forward, y left, z up) -> velocity setpoint (4,) float64: world vx, vy, vz, yaw rate.
+
+    ``yaw``: the drone's heading, rad. angular.x / angular.y are ignored (a drone cannot hold a
+    roll or pitch rate while tracking a velocity). Raises InvalidCommand on NaN / inf.
+    """
+    lin, ang = msg.linear, msg.angular
+    v = np.array([lin.x, lin.y, lin.z, ang.z], np.float64)
+    if not np.isfinite(v).all():
+        raise InvalidCommand("cmd_vel contains NaN or inf")
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1], v[2], v[3]])
+
+
+def setpoint_to_twist(setpoint: np.ndarray, yaw: float) -> Twist:
+    """Inverse of :func:`twist_to_setpoint`: world vx, vy, vz, yaw rate -> heading-frame Twist."""
+    vx, vy, vz, r = (float(x) for x in np.asarray(setpoint, np.float64))
+    c, s = np.cos(yaw), np.sin(yaw)
+    msg = Twist()
+    msg.linear.x, msg.linear.y, msg.linear.z = c * vx + s * vy, -s * vx + c * vy, vz
+    msg.angular.z = r
+    return msg
+
+
+def low_level_msg(mode: str, values: np.ndarray, stamp_ns: int = 0) -> JointState:
+    """The low-level command JointState (see LOW_LEVEL_CHANNELS) of ``values`` (4,)."""
+    if mode not in LOW_LEVEL_CHANNELS:
+        raise ValueError(f"no low-level channels for mode '{mode}'")
+    return joint_state_msg(stamp_ns, LOW_LEVEL_CHANNELS[mode], values)
+
+
+def low_level_to_command(msg: JointState) -> tuple[str, np.ndarray, int]:
+    """(mode, values (4,) float64 in the mode's channel order, stamp ns) of a low-level
+    command. Checks the layout only (names, counts); values are the safety gate's to judge."""
+    got = list(msg.name)
+    mode = next((m for m, n in LOW_LEVEL_CHANNELS.items() if sorted(got) == sorted(n)), None)
+    if mode is None:
+        raise InvalidCommand(
+            f"low-level command names {got[:8]} are neither "
+            + " nor ".join(str(list(n)) for n in LOW_LEVEL_CHANNELS.values())
+        )
+    names = LOW_LEVEL_CHANNELS[mode]
+    if len(msg.position) != len(got):
+        raise InvalidCommand(
+            f"low-level command has {len(got)} names but {len(msg.position)} values"
+        )
+    vals = np.asarray(msg.position, np.float64)
+    if got != list(names):
+        vals = vals[[got.index(n) for n in names]]
+    return mode, vals, from_time(msg.header.stamp)

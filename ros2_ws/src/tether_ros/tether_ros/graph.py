@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.core.config import ExperimentConfig, load_config
+from tether.sim.drone_bridge import drone_names
+from tether.sim.factory import robot_kind
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 
@@ -32,6 +34,13 @@ class NodeSpec:
     module: str
     namespace: str
     parameters: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Unique within a graph (process and log name): the name, after the namespace when the
+        node has one (``cf0_policy_server``), since per-drone nodes share a name."""
+        ns = self.namespace.strip("/").replace("/", "_")
+        return f"{ns}_{self.name}" if ns else self.name
 
 
 def find_repo_file(path: str) -> Path:
@@ -86,7 +95,9 @@ def plan_graph(
     nodes = [
         NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
     ]
-    if policy:
+    if policy and robot_kind(cfg.robot) == "quadcopter":
+        nodes += drone_policy_servers(cfg, params)
+    elif policy:
         nodes.append(
             NodeSpec(
                 "policy_server",
@@ -101,6 +112,29 @@ def plan_graph(
         rec = {**params, **recorder}
         nodes.append(NodeSpec("recorder", "tether_ros", "recorder", "tether_ros.recorder", ns, rec))
     return nodes
+
+
+def drone_policy_servers(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:
+    """One policy server per drone, in the drone's namespace (the sim bridge serves drone i as
+    ``cf<i>``, a lone drone without one), each seeing a one-drone world."""
+    quad = getattr(cfg.sim, "quadrotor", None)
+    n = quad.num_drones if quad is not None else 1
+    base = cfg.ros.namespace.strip("/")
+    overrides = list(params.get("overrides", []))  # type: ignore[call-overload]
+    if n > 1:
+        overrides.append("sim.quadrotor.num_drones=1")
+    own = {**params, "overrides": overrides} if overrides else dict(params)
+    return [
+        NodeSpec(
+            "policy_server",
+            "tether_ros",
+            "policy_server",
+            "tether_ros.policy_server",
+            "/".join(x for x in (base, drone) if x),
+            own,
+        )
+        for drone in drone_names(n)
+    ]
 
 
 def launch_overrides(
@@ -160,8 +194,8 @@ class GraphProcesses:
             out = None
             if self.log_dir is not None:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
-                out = open(self.log_dir / f"{node.name}.log", "wb")  # noqa: SIM115
-            self.procs[node.name] = subprocess.Popen(
+                out = open(self.log_dir / f"{node.key}.log", "wb")  # noqa: SIM115
+            self.procs[node.key] = subprocess.Popen(
                 [sys.executable, "-m", node.module, *ros_args(node)],
                 env=self.env,
                 stdout=out,

@@ -20,6 +20,14 @@ JOINT_STATES = "joint_states"
 JOINT_TRAJECTORY = "joint_trajectory"
 EPISODE_STATUS = "episode_status"
 ESTOP = "estop"
+# drones (each under its namespace when there are several: /cf0/odom, ...)
+ODOM = "odom"
+IMU = "imu"
+CMD_VEL = "cmd_vel"
+CMD_LOW_LEVEL = "cmd_low_level"  # sensor_msgs/JointState, layout in conversions.LOW_LEVEL_CHANNELS
+TAKEOFF = "takeoff"
+LAND = "land"
+EMERGENCY = "emergency"
 
 
 def image_topic(camera: str) -> str:

@@ -3,7 +3,9 @@
 Subscribes joint_states, objects/<name>/pose (when the policy reads env_state) and camera
 images (when it reads images/<cam>); answers each observation with a JointTrajectory chunk
 whose header stamp is the observation's stamp. A stamp that goes back in time (a simulator
-reset) resets the policy; ~/reset (std_srvs/Trigger) does too.
+reset) resets the policy; ~/reset (std_srvs/Trigger) does too. Quadcopter experiments serve
+one drone per policy server instead (odom in, cmd_low_level or cmd_vel out): see
+tether_ros.drone_policy.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
@@ -25,6 +28,7 @@ from tether.core.timing import StampSync, now_ns
 from tether.core.types import IMAGE_PREFIX, Observation
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.drone_policy import DronePolicyIO
 from tether_ros.runtime import experiment_from_params, run_node
 
 
@@ -37,6 +41,11 @@ class PolicyServer(Node):
         self.spec = robot_spec(self.cfg)
         self.policy = build_policy(self.cfg, self.spec)
         keys = list(self.policy.contract.get("observation_keys", ["state"]))
+        self.drone: DronePolicyIO | None = None
+        if self.spec.kind == "quadcopter":  # odom in, cmd_low_level or cmd_vel out
+            a = self.spec.action
+            self.drone = DronePolicyIO(self, self.policy, a.mode, a.dim, "env_state" in keys)
+            return
         self.objects: tuple[str, ...] = build_task(self.cfg).objects if "env_state" in keys else ()
         self.cameras = [k[len(IMAGE_PREFIX) :] for k in keys if k.startswith(IMAGE_PREFIX)]
         self.sync = StampSync(("state", *(f"obj/{o}" for o in self.objects)))
@@ -72,6 +81,13 @@ class PolicyServer(Node):
                 event_callbacks=itf.FAST_SUB,
             )
         self.create_service(Trigger, "~/reset", self._srv_reset)
+        # chunk mode: answer chunk_request (from a chunk_executor) on action_chunk with a
+        # fresh chunk for the latest observation, instead of answering every observation
+        self.chunk_mode = bool(self.declare_parameter("chunk_mode", False).value)
+        self.latest: tuple[int, dict[str, np.ndarray]] | None = None
+        if self.chunk_mode:
+            self.chunk_pub = self.create_publisher(JointTrajectory, "action_chunk", itf.COMMAND_QOS)
+            self.create_subscription(Header, "chunk_request", self._on_request, itf.COMMAND_QOS)
         self.get_logger().info(
             f"policy {self.cfg.policy.type} for {self.spec.name}: inputs state"
             f"{', env_state ' + str(list(self.objects)) if self.objects else ''}"
@@ -126,6 +142,9 @@ class PolicyServer(Node):
             data["env_state"] = np.concatenate([ready[f"obj/{o}"] for o in self.objects])
         for cam in self.cameras:
             data[IMAGE_PREFIX + cam] = self.images[cam]
+        if self.chunk_mode:
+            self.latest = (stamp, data)
+            return
         t0 = now_ns()
         chunk = self.policy.act(Observation(data, stamp_ns=stamp))
         self.infer_ms.append((now_ns() - t0) * 1e-6)
@@ -133,6 +152,20 @@ class PolicyServer(Node):
         msg = conv.chunk_to_trajectory(chunk, self.spec.action.names)
         self.last_stamp, self.last_msg = stamp, msg
         self.pub.publish(msg)
+
+    def _on_request(self, _msg: Header) -> None:
+        """A chunk_executor's queue runs low: a fresh chunk for the latest observation."""
+        if self.latest is None:
+            return
+        stamp, data = self.latest
+        replan = getattr(self.policy, "replan", None)
+        if replan is not None:
+            replan()
+        t0 = now_ns()
+        chunk = self.policy.act(Observation(data, stamp_ns=stamp))
+        self.infer_ms.append((now_ns() - t0) * 1e-6)
+        chunk.t0_ns = stamp
+        self.chunk_pub.publish(conv.chunk_to_trajectory(chunk, self.spec.action.names))
 
 
 def main(args: list[str] | None = None) -> None:

@@ -3,7 +3,9 @@
 Publishes /clock, joint_states, objects/<name>/pose, camera/<name>/image_raw + camera_info and
 episode_status (std_msgs/String, JSON); subscribes joint_trajectory and estop; services
 ~/reset, ~/start_episode, ~/stop_episode (std_srvs/Trigger). Every command passes the
-SafetyFilter (inside SimRunner); a malformed trajectory is logged and dropped.
+SafetyFilter (inside SimRunner); a malformed trajectory is logged and dropped. Quadcopter
+experiments get the drone endpoints instead (odom, imu, cmd_vel, cmd_low_level, takeoff, land,
+emergency per drone): see tether_ros.drone_bridge.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from trajectory_msgs.msg import JointTrajectory
 
 from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand
+from tether.core.protocols import SimBackend
 from tether.core.timing import now_ns
+from tether.sim.factory import robot_kind
 from tether.sim.runner import SimRunner
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.drone_bridge import DroneBridge
 from tether_ros.runtime import experiment_from_params, run_node
 
 IDLE_PERIOD_S = 0.1
@@ -34,10 +39,19 @@ IDLE_PERIOD_S = 0.1
 class SimBridge(Node):
     """ROS 2 shell around SimRunner."""
 
-    def __init__(self, cfg: ExperimentConfig | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        cfg: ExperimentConfig | None = None,
+        backend: SimBackend | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__("sim_bridge", start_parameter_services=False, **kwargs)
         self.cfg = cfg or experiment_from_params(self)
-        self.runner = SimRunner(self.cfg)
+        self.drones: DroneBridge | None = None
+        if robot_kind(self.cfg.robot) == "quadcopter":
+            self.drones = DroneBridge(self, self.cfg, backend)
+            return
+        self.runner = SimRunner(self.cfg, backend)
         self.spec = self.runner.spec
         self.frame = "world"
         self.mode = self.cfg.ros.rate_mode
@@ -249,6 +263,9 @@ class SimBridge(Node):
         self.pub_clock.publish(conv.clock_msg(stamp))
 
     def close(self) -> None:
+        if self.drones is not None:
+            self.drones.close()
+            return
         self.runner.backend.close()
 
 

@@ -1,0 +1,84 @@
+"""Configs of the ``diffusion`` trainer and policy (a light import: no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.core.config import ComponentConfig
+
+#: Observation keys a diffusion policy can read and the dataset feature each comes from.
+DATASET_FEATURES = {"state": "observation.state", "env_state": "observation.environment_state"}
+IMAGE_PREFIX = "images/"
+
+
+def dataset_feature(key: str) -> str:
+    """LeRobot feature name of an Observation key (``images/front`` -> observation.images.front)."""
+    if key.startswith(IMAGE_PREFIX):
+        return "observation.images." + key[len(IMAGE_PREFIX) :]
+    return DATASET_FEATURES[key]
+
+
+class DiffusionModelConfig(BaseModel):
+    """Network and noise schedule; stored in every checkpoint's contract."""
+
+    model_config = ConfigDict(extra="forbid")
+    # observation keys in input order: low-dim (state, env_state) and/or images/<cam>
+    obs_keys: list[str] = Field(default_factory=lambda: ["state", "env_state"], min_length=1)
+    # observations stacked per prediction, action_dt apart (oldest first)
+    obs_horizon: int = Field(2, ge=1)
+    # rows of a predicted chunk; a multiple of 2**(len(down_dims)-1)
+    horizon: int = Field(16, ge=1)
+    # rows executed before the next prediction
+    execute_steps: int = Field(8, ge=1)
+    down_dims: list[int] = Field(default_factory=lambda: [32, 64, 128], min_length=1)
+    kernel_size: int = Field(5, ge=1)
+    # diffusion-step embedding width
+    step_embed_dim: int = Field(64, ge=4)
+    # image encoder: channels of its three ResNet stages and its keypoints (spatial softmax)
+    image_channels: list[int] = Field(default_factory=lambda: [16, 32, 64], min_length=1)
+    image_keypoints: int = Field(32, ge=1)
+    num_train_timesteps: int = Field(100, ge=2)
+    # DDIM steps at inference (export bakes this many into the graph)
+    num_inference_steps: int = Field(10, ge=1)
+    beta_schedule: Literal["squaredcos_cap_v2", "linear"] = "squaredcos_cap_v2"
+
+
+class DiffusionTrainConfig(ComponentConfig):
+    """``train:`` section of an experiment with ``type: diffusion``."""
+
+    type: str = "diffusion"
+    # LeRobot v3 dataset recorded by `tether record`
+    dataset: Path
+    model: DiffusionModelConfig = Field(default_factory=DiffusionModelConfig)
+    steps: int = Field(3000, ge=1)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(1e-6, ge=0)
+    warmup_steps: int = Field(100, ge=0)
+    # exponential moving average of the weights (the EMA weights are what eval/export use)
+    ema_decay: float = Field(0.995, ge=0, lt=1)
+    # random shift of images by up to this many pixels (augmentation)
+    image_shift: int = Field(4, ge=0)
+    checkpoint_every: int = Field(500, ge=1)
+    # torch intra-op threads while training; more threads than free cores slows training
+    # down several-fold (OpenMP threads wait on each other)
+    threads: int = Field(1, ge=1)
+    seed: int = 0
+    # use at most this many episodes of the dataset (None: all)
+    max_episodes: int | None = Field(None, ge=1)
+
+
+class DiffusionPolicyConfig(ComponentConfig):
+    """``policy:`` section with ``type: diffusion``: a torch checkpoint served as is."""
+
+    type: str = "diffusion"
+    # checkpoint directory written by `tether train` (contract.json + model.safetensors)
+    checkpoint: Path
+    # DDIM steps (None: the checkpoint's num_inference_steps)
+    num_inference_steps: int | None = Field(None, ge=1)
+    execute_steps: int | None = Field(None, ge=1)
+    threads: int = Field(1, ge=1)
+    seed: int = 0

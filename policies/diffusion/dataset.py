@@ -1,0 +1,105 @@
+"""Training windows from a LeRobot v3 dataset: (obs_horizon observations, horizon actions).
+
+A sample at frame k of an episode holds observations at frames k-To+1 .. k (the first frame
+repeated before the episode starts) and actions at frames k .. k+H-1 (the last action
+repeated past the end), as in Diffusion Policy. Everything is decoded into memory once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.core.data.lerobot import LeRobotReader
+from tether.core.errors import TetherError
+from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig, dataset_feature
+
+
+@dataclass
+class WindowDataset:
+    """All frames of all episodes back to back plus per-sample index windows."""
+
+    obs: dict[str, np.ndarray]  # key -> (N, ...) frames
+    action: np.ndarray  # (N, D)
+    obs_index: np.ndarray  # (S, To) frame indices
+    action_index: np.ndarray  # (S, H) frame indices
+    fps: float
+    stats: dict[str, tuple[np.ndarray, np.ndarray]]  # key or "action" -> (min, max)
+    action_names: list[str]
+    episodes: int
+
+    def __len__(self) -> int:
+        return len(self.obs_index)
+
+    def batch(self, idx: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Observations {key: (B, To, ...)} and actions (B, H, D) of samples ``idx``."""
+        oi, ai = self.obs_index[idx], self.action_index[idx]
+        return {k: v[oi] for k, v in self.obs.items()}, self.action[ai]
+
+
+def _minmax(reader: LeRobotReader, feature: str, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    st = reader.stats.get(feature)
+    if st is not None and "min" in st and "max" in st:
+        return np.asarray(st["min"], np.float64), np.asarray(st["max"], np.float64)
+    return data.min(0).astype(np.float64), data.max(0).astype(np.float64)
+
+
+def load_windows(
+    root: str | Path, cfg: DiffusionModelConfig, max_episodes: int | None = None
+) -> WindowDataset:
+    """Decode a dataset into training windows for ``cfg``'s keys and horizons."""
+    reader = LeRobotReader(root)
+    if reader.num_episodes == 0:
+        raise TetherError(f"{root}: the dataset has no episodes")
+    for key in cfg.obs_keys:
+        if key.startswith(IMAGE_PREFIX) or key in ("state", "env_state"):
+            feature = dataset_feature(key)
+            if feature not in reader.features:
+                have = ", ".join(k for k in reader.features if k.startswith("observation"))
+                raise TetherError(f"{root}: no feature {feature} for '{key}' (has {have})")
+        else:
+            raise TetherError(f"unknown observation key '{key}' (state, env_state, images/<cam>)")
+    n_eps = min(reader.num_episodes, max_episodes or reader.num_episodes)
+    frames: dict[str, list[np.ndarray]] = {k: [] for k in cfg.obs_keys}
+    actions: list[np.ndarray] = []
+    obs_index: list[np.ndarray] = []
+    action_index: list[np.ndarray] = []
+    start = 0
+    for i in range(n_eps):
+        ep: dict[str, Any] = reader.episode(i, decode_video=False)
+        n = len(ep["index"])
+        for key in cfg.obs_keys:
+            feature = dataset_feature(key)
+            if key.startswith(IMAGE_PREFIX):
+                frames[key].append(reader.frames(i, feature, ep["timestamp"].astype(np.float64)))
+            else:
+                frames[key].append(np.asarray(ep[feature], np.float32))
+        actions.append(np.asarray(ep["action"], np.float32))
+        k = np.arange(n)
+        obs_index.append(
+            start + np.clip(k[:, None] + np.arange(-cfg.obs_horizon + 1, 1)[None], 0, n - 1)
+        )
+        action_index.append(start + np.clip(k[:, None] + np.arange(cfg.horizon)[None], 0, n - 1))
+        start += n
+    obs = {k: np.concatenate(v) for k, v in frames.items()}
+    action = np.concatenate(actions)
+    stats = {
+        k: _minmax(reader, dataset_feature(k), obs[k])
+        for k in cfg.obs_keys
+        if not k.startswith(IMAGE_PREFIX)
+    }
+    stats["action"] = _minmax(reader, "action", action)
+    names = reader.features["action"].get("names") or [f"a{i}" for i in range(action.shape[1])]
+    return WindowDataset(
+        obs=obs,
+        action=action,
+        obs_index=np.concatenate(obs_index),
+        action_index=np.concatenate(action_index),
+        fps=float(reader.fps),
+        stats=stats,
+        action_names=list(names),
+        episodes=n_eps,
+    )

@@ -1,0 +1,187 @@
+"""Export a diffusion checkpoint to one ONNX graph (encoder + fixed-step DDIM loop +
+normalization + action scaling) plus model.json (docs/model_json.md); TensorRT engines are
+built from that graph where TensorRT is installed."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tether.core.errors import TetherError
+from tether.policies.diffusion.checkpoint import load_net
+from tether.policies.diffusion.config import IMAGE_PREFIX
+from tether.policies.diffusion.model import DiffusionNet
+
+OPSET = 17
+FORMATS = ("onnx", "tensorrt")
+
+
+def input_name(key: str) -> str:
+    """Graph input name of an observation key: images/front -> image_front."""
+    if key.startswith(IMAGE_PREFIX):
+        return "image_" + key[len(IMAGE_PREFIX) :]
+    return key
+
+
+class SampleGraph(nn.Module):
+    """forward(*observations, noise) -> actions (1, H, D): what the ONNX graph computes."""
+
+    def __init__(self, net: DiffusionNet, steps: int) -> None:
+        super().__init__()
+        self.net = net
+        self.steps = steps
+        self.keys = list(net.obs_keys)
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        obs = dict(zip(self.keys, inputs[:-1], strict=True))
+        return self.net.sample(obs, inputs[-1], self.steps)
+
+
+def example_inputs(net: DiffusionNet, contract: dict[str, Any], seed: int = 0) -> list[Tensor]:
+    """Plausible raw inputs (batch 1): low-dim values inside the training range, random
+    images, standard-normal noise. Order: observation keys, then noise."""
+    g = np.random.default_rng(seed)
+    m = net.cfg
+    out = []
+    for key in m.obs_keys:
+        shape = [1, m.obs_horizon, *contract["obs_shapes"][key]]
+        if key.startswith(IMAGE_PREFIX):
+            out.append(torch.from_numpy(g.integers(0, 256, shape, dtype=np.uint8)))
+        else:
+            lo = np.asarray(contract["normalization"][key]["min"])
+            hi = np.asarray(contract["normalization"][key]["max"])
+            x = lo + (hi - lo) * g.random(shape)
+            out.append(torch.from_numpy(x.astype(np.float32)))
+    noise = g.standard_normal((1, m.horizon, net.action_dim)).astype(np.float32)
+    return [*out, torch.from_numpy(noise)]
+
+
+def model_json(net: DiffusionNet, contract: dict[str, Any], steps: int) -> dict[str, Any]:
+    """The I/O contract of the exported graph (docs/model_json.md)."""
+    m = net.cfg
+    inputs = []
+    for key in m.obs_keys:
+        shape = [1, m.obs_horizon, *contract["obs_shapes"][key]]
+        dtype = "uint8" if key.startswith(IMAGE_PREFIX) else "float32"
+        inputs.append({"name": input_name(key), "key": key, "shape": shape, "dtype": dtype})
+    chunk = [1, m.horizon, net.action_dim]
+    inputs.append({"name": "noise", "key": "noise", "shape": chunk, "dtype": "float32"})
+    return {
+        "format": "tether-onnx/1",
+        "trainer": "diffusion",
+        "robot": contract["robot"],
+        "action_mode": contract["action_mode"],
+        "action_names": contract["action_names"],
+        "control_hz": contract["control_hz"],
+        "action_dt": contract["action_dt"],
+        "obs_horizon": m.obs_horizon,
+        "inputs": inputs,
+        "outputs": [{"name": "actions", "shape": chunk}],
+        "execute_steps": m.execute_steps,
+        # informative: what the graph bakes in
+        "num_inference_steps": steps,
+        "joint_names": contract.get("joint_names", contract["action_names"]),
+        "normalization": contract["normalization"],
+        "action_scale": contract["action_scale"],
+    }
+
+
+def export_onnx(
+    net: DiffusionNet, contract: dict[str, Any], out_dir: Path, steps: int | None = None
+) -> Path:
+    """Write out_dir/model.onnx + model.json; returns the .onnx path."""
+    steps = steps or net.cfg.num_inference_steps
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = model_json(net, contract, steps)
+    graph = SampleGraph(net.eval(), steps).eval()
+    path = out_dir / "model.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        # the DDIM loop and shapes are meant to be constants of the traced graph
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # the TorchScript exporter (dynamo=False) is deprecated but unrolls a Python loop
+        # into one flat graph with shared weights, which is exactly what is wanted here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            graph,
+            tuple(example_inputs(net, contract)),
+            str(path),
+            input_names=[i["name"] for i in meta["inputs"]],
+            output_names=["actions"],
+            opset_version=OPSET,
+            dynamo=False,
+            do_constant_folding=True,
+        )
+    (out_dir / "model.json").write_text(json.dumps(meta, indent=2))
+    return path
+
+
+def parity(net: DiffusionNet, contract: dict[str, Any], path: Path, seed: int = 0) -> float:
+    """Max abs difference between torch and onnxruntime (CPU) on the same inputs and noise."""
+    import onnxruntime as ort
+
+    x = example_inputs(net, contract, seed)
+    meta = json.loads((path.parent / "model.json").read_text())
+    with torch.no_grad():
+        ref = SampleGraph(net, meta["num_inference_steps"])(*x).numpy()
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {i["name"]: t.numpy() for i, t in zip(meta["inputs"], x, strict=True)}
+    got = sess.run(None, feeds)[0]
+    return float(np.abs(got - ref).max())
+
+
+def build_tensorrt(onnx_path: Path, fp16: bool = True) -> Path:
+    """Build model.engine from model.onnx with TensorRT; one clear error when it cannot."""
+    try:
+        import tensorrt as trt
+    except ImportError:
+        raise TetherError(
+            "TensorRT is not installed here: `pip install tensorrt` (TensorRT 10, needs an "
+            "NVIDIA GPU and a CUDA 12 driver), or serve the ONNX model with "
+            "`policy.providers=[tensorrt]` under onnxruntime-gpu built with TensorRT; "
+            f"the ONNX graph is at {onnx_path}"
+        ) from None
+    logger = trt.Logger(trt.Logger.WARNING)
+    try:
+        builder = trt.Builder(logger)
+    except Exception as exc:  # no CUDA device or driver
+        raise TetherError(f"TensorRT could not start ({exc}): is an NVIDIA GPU visible?") from None
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(onnx_path.read_bytes()):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise TetherError(f"TensorRT could not parse {onnx_path}: {errors}")
+    config = builder.create_builder_config()
+    if fp16 and builder.platform_has_fast_fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    engine = builder.build_serialized_network(network, config)
+    if engine is None:
+        raise TetherError(f"TensorRT failed to build an engine from {onnx_path}")
+    out = onnx_path.with_suffix(".engine")
+    out.write_bytes(bytes(engine))
+    return out
+
+
+def export_checkpoint(checkpoint: Path, fmt: str, out: Path | None) -> Path:
+    """`tether export CKPT --format onnx|tensorrt [--out DIR]` (default DIR: CKPT/onnx)."""
+    if fmt not in FORMATS:
+        raise TetherError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    net, contract = load_net(checkpoint)
+    out_dir = out or checkpoint / "onnx"
+    path = export_onnx(net, contract, out_dir)
+    err = parity(net, contract, path)
+    meta = json.loads((out_dir / "model.json").read_text())
+    print(
+        f"{path}: {meta['num_inference_steps']} DDIM steps in one graph, torch/onnxruntime "
+        f"max abs error {err:.2e}"
+    )
+    if err > 1e-4:
+        raise TetherError(f"{path}: onnxruntime differs from torch by {err:.2e} (> 1e-4)")
+    if fmt == "tensorrt":
+        return build_tensorrt(path)
+    return path

@@ -1,0 +1,309 @@
+"""The network: image encoder, conditional 1D temporal U-Net, normalization and the DDPM /
+DDIM schedule, in plain torch (no torchvision, no diffusers).
+
+Shapes: B batch, To obs_horizon, H chunk horizon, D action_dim. Observations enter raw (SI
+units, uint8 images) and actions leave in robot units: normalization is part of the module
+so the exported graph carries it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig
+
+# ranges narrower than this are not stretched to [-1, 1] (a constant feature)
+MIN_RANGE = 1e-4
+
+
+def alphas_cumprod(cfg: DiffusionModelConfig) -> np.ndarray:
+    """Cumulative product of (1 - beta_t), shape (num_train_timesteps,), float64."""
+    n = cfg.num_train_timesteps
+    if cfg.beta_schedule == "linear":
+        betas = np.linspace(1e-4, 2e-2, n, dtype=np.float64)
+    else:  # squaredcos_cap_v2 (Nichol & Dhariwal), as in diffusers
+        f = lambda t: math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2  # noqa: E731
+        betas = np.array([min(1 - f((i + 1) / n) / f(i / n), 0.999) for i in range(n)])
+    return np.cumprod(1.0 - betas)
+
+
+def ddim_timesteps(cfg: DiffusionModelConfig, steps: int) -> list[int]:
+    """DDIM timesteps, descending ("leading" spacing as in diffusers)."""
+    steps = min(steps, cfg.num_train_timesteps)
+    ratio = cfg.num_train_timesteps // steps
+    return [int(t) for t in (np.arange(steps) * ratio)[::-1]]
+
+
+class Affine(nn.Module):
+    """x -> x * scale + offset per feature, fitted from min/max to map onto [-1, 1]."""
+
+    scale: Tensor
+    offset: Tensor
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        super().__init__()
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        rng = hi - lo
+        wide = rng > MIN_RANGE
+        scale = np.where(wide, 2.0 / np.where(wide, rng, 1.0), 1.0)
+        offset = np.where(wide, -1.0 - lo * scale, -(lo + hi) / 2)
+        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
+        self.register_buffer("offset", torch.tensor(offset, dtype=torch.float32))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * self.scale + self.offset
+
+    def inverse(self, y: Tensor) -> Tensor:
+        return (y - self.offset) / self.scale
+
+
+class ResBlock2d(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        g = max(1, cout // 8)
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.n1 = nn.GroupNorm(g, cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.n2 = nn.GroupNorm(g, cout)
+        self.skip = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.GroupNorm(g, cout))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.n1(self.conv1(x)))
+        return F.relu(self.n2(self.conv2(y)) + self.skip(x))
+
+
+class SpatialSoftmax(nn.Module):
+    """Feature map (B, C, h, w) -> expected image coordinates of K keypoints (B, 2K) in [-1, 1]."""
+
+    grid: Tensor
+
+    def __init__(self, channels: int, keypoints: int, h: int, w: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(channels, keypoints, 1)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+        self.register_buffer("grid", torch.stack([xs.reshape(-1), ys.reshape(-1)], 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        k = self.proj(x).flatten(2)  # (B, K, h*w)
+        return (F.softmax(k, -1) @ self.grid).flatten(1)
+
+
+class ImageEncoder(nn.Module):
+    """A small ResNet: uint8 (N, H, W, 3) -> features (N, 2 * keypoints)."""
+
+    def __init__(self, height: int, width: int, channels: list[int], keypoints: int) -> None:
+        super().__init__()
+        c0 = channels[0]
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, c0, 3, 2, 1, bias=False), nn.GroupNorm(max(1, c0 // 8), c0), nn.ReLU()
+        )
+        blocks, cin, h, w = [], c0, (height + 1) // 2, (width + 1) // 2
+        for i, c in enumerate(channels):
+            stride = 1 if i == 0 else 2
+            blocks.append(ResBlock2d(cin, c, stride))
+            cin = c
+            if stride == 2:
+                h, w = (h + 1) // 2, (w + 1) // 2
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = SpatialSoftmax(cin, keypoints, h, w)
+        self.out_dim = 2 * keypoints
+
+    def forward(self, img: Tensor) -> Tensor:
+        # contiguous: channels-last views crash this torch's strided conv backward (heap
+        # corruption in torch 2.13 CPU), and NCHW is what ONNX wants anyway
+        x = img.permute(0, 3, 1, 2).contiguous().float() * (2.0 / 255.0) - 1.0
+        return self.pool(self.blocks(self.stem(x)))
+
+
+def step_embedding(t: Tensor, dim: int) -> Tensor:
+    """Sinusoidal embedding of diffusion steps t (B,) -> (B, dim)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, device=t.device) * (-math.log(10000.0) / (half - 1)))
+    arg = t.float()[:, None] * freq[None]
+    return torch.cat([arg.sin(), arg.cos()], -1)
+
+
+class Conv1dBlock(nn.Sequential):
+    def __init__(self, cin: int, cout: int, k: int) -> None:
+        super().__init__(nn.Conv1d(cin, cout, k, padding=k // 2), nn.GroupNorm(8, cout), nn.Mish())
+
+
+class CondResBlock1d(nn.Module):
+    """Two conv blocks with FiLM (per-channel scale and bias) from the conditioning vector."""
+
+    def __init__(self, cin: int, cout: int, cond_dim: int, k: int) -> None:
+        super().__init__()
+        self.b1 = Conv1dBlock(cin, cout, k)
+        self.b2 = Conv1dBlock(cout, cout, k)
+        self.film = nn.Sequential(nn.Mish(), nn.Linear(cond_dim, 2 * cout))
+        self.skip = nn.Conv1d(cin, cout, 1) if cin != cout else nn.Identity()
+        self.cout = cout
+
+    def forward(self, x: Tensor, cond: Tensor) -> Tensor:
+        scale, bias = self.film(cond)[:, :, None].chunk(2, 1)
+        y = self.b1(x) * scale + bias
+        return self.b2(y) + self.skip(x)
+
+
+class ConditionalUnet1d(nn.Module):
+    """Noise predictor: noisy actions (B, H, D), step (B,), condition (B, C) -> (B, H, D)."""
+
+    def __init__(
+        self, action_dim: int, cond_dim: int, down_dims: list[int], k: int, step_dim: int
+    ) -> None:
+        super().__init__()
+        self.step_mlp = nn.Sequential(
+            nn.Linear(step_dim, 4 * step_dim), nn.Mish(), nn.Linear(4 * step_dim, step_dim)
+        )
+        self.step_dim = step_dim
+        c = cond_dim + step_dim
+        dims = [action_dim, *down_dims]
+        self.down = nn.ModuleList()
+        for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+            last = i == len(down_dims) - 1
+            self.down.append(
+                nn.ModuleList(
+                    [
+                        CondResBlock1d(cin, cout, c, k),
+                        CondResBlock1d(cout, cout, c, k),
+                        nn.Conv1d(cout, cout, 3, 2, 1) if not last else nn.Identity(),
+                    ]
+                )
+            )
+        mid = down_dims[-1]
+        self.mid = nn.ModuleList([CondResBlock1d(mid, mid, c, k), CondResBlock1d(mid, mid, c, k)])
+        self.up = nn.ModuleList()
+        rev = list(reversed(down_dims))
+        for cout, cin in zip(rev[1:], rev[:-1], strict=True):
+            self.up.append(
+                nn.ModuleList(
+                    [
+                        CondResBlock1d(2 * cin, cout, c, k),
+                        CondResBlock1d(cout, cout, c, k),
+                        nn.ConvTranspose1d(cout, cout, 4, 2, 1),
+                    ]
+                )
+            )
+        self.final = nn.Sequential(
+            Conv1dBlock(down_dims[0], down_dims[0], k), nn.Conv1d(down_dims[0], action_dim, 1)
+        )
+
+    def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
+        g = torch.cat([self.step_mlp(step_embedding(t, self.step_dim)), cond], -1)
+        h = x.transpose(1, 2)
+        skips = []
+        blocks: Any
+        for blocks in self.down:
+            r1, r2, down = blocks
+            h = r2(r1(h, g), g)
+            skips.append(h)
+            h = down(h)
+        for r in self.mid:
+            h = r(h, g)
+        for blocks in self.up:
+            r1, r2, up = blocks
+            h = torch.cat([h, skips.pop()], 1)
+            h = up(r2(r1(h, g), g))
+        return self.final(h).transpose(1, 2)
+
+
+class DiffusionNet(nn.Module):
+    """Observation encoder + noise predictor + normalization + noise schedule.
+
+    ``low_dims``: low-dim observation key -> (min, max) arrays from the dataset stats;
+    ``images``: image key -> (height, width); ``action_range``: (min, max) of the actions.
+    """
+
+    alphas_cumprod: Tensor
+
+    def __init__(
+        self,
+        cfg: DiffusionModelConfig,
+        low_dims: dict[str, tuple[np.ndarray, np.ndarray]],
+        images: dict[str, tuple[int, int]],
+        action_range: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.obs_keys = list(cfg.obs_keys)
+        self.norm = nn.ModuleDict({_mod(k): Affine(*low_dims[k]) for k in low_dims})
+        self.encoders = nn.ModuleDict(
+            {
+                _mod(k): ImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints)
+                for k, (h, w) in images.items()
+            }
+        )
+        self.action_norm = Affine(*action_range)
+        self.action_dim = len(action_range[0])
+        per_step = sum(len(v[0]) for v in low_dims.values()) + sum(
+            e.out_dim  # type: ignore[misc]
+            for e in self.encoders.values()
+        )
+        self.unet = ConditionalUnet1d(
+            self.action_dim,
+            per_step * cfg.obs_horizon,
+            cfg.down_dims,
+            cfg.kernel_size,
+            cfg.step_embed_dim,
+        )
+        self.register_buffer(
+            "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
+        )
+
+    def encode(self, obs: dict[str, Tensor]) -> Tensor:
+        """Raw observations, each (B, To, ...) -> conditioning vector (B, cond_dim)."""
+        feats = []
+        for key in self.obs_keys:
+            x = obs[key]
+            b, to = x.shape[0], x.shape[1]
+            if key.startswith(IMAGE_PREFIX):
+                f = self.encoders[_mod(key)](x.reshape(b * to, *x.shape[2:]))
+                feats.append(f.reshape(b, to, -1))
+            else:
+                feats.append(self.norm[_mod(key)](x))
+        return torch.cat(feats, -1).flatten(1)
+
+    def loss(self, obs: dict[str, Tensor], actions: Tensor, gen: torch.Generator | None) -> Tensor:
+        """DDPM epsilon-prediction loss of raw actions (B, H, D) given raw observations."""
+        x0 = self.action_norm(actions)
+        b = x0.shape[0]
+        t = torch.randint(0, self.cfg.num_train_timesteps, (b,), generator=gen)
+        eps = torch.randn(x0.shape, generator=gen)
+        ab = self.alphas_cumprod[t][:, None, None]
+        xt = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
+        return F.mse_loss(self.unet(xt, t, self.encode(obs)), eps)
+
+    def sample(self, obs: dict[str, Tensor], noise: Tensor, steps: int) -> Tensor:
+        """DDIM (eta 0) from ``noise`` (B, H, D) in ``steps`` steps -> actions in robot units.
+
+        The loop is plain Python over a fixed list of timesteps, so tracing it for ONNX
+        unrolls it into one graph.
+        """
+        cond = self.encode(obs)
+        ab = alphas_cumprod(self.cfg)
+        ts = ddim_timesteps(self.cfg, steps)
+        ratio = self.cfg.num_train_timesteps // len(ts)
+        x = noise
+        tvec = torch.ones(noise.shape[0], dtype=torch.float32)
+        for t in ts:
+            a_t = float(ab[t])
+            a_prev = float(ab[t - ratio]) if t - ratio >= 0 else 1.0
+            eps = self.unet(x, tvec * t, cond)
+            x0 = ((x - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)).clamp(-1.0, 1.0)
+            x = math.sqrt(a_prev) * x0 + math.sqrt(1 - a_prev) * eps
+        return self.action_norm.inverse(x)
+
+
+def _mod(key: str) -> str:
+    """A ModuleDict name for an observation key (no dots or slashes)."""
+    return key.replace("/", "__").replace(".", "_")

@@ -1,0 +1,70 @@
+"""The ``diffusion`` policy type: a torch checkpoint behind the Policy protocol."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from tether.core.errors import TetherError
+from tether.core.spec import RobotSpec
+from tether.core.types import ActionChunk, Observation
+from tether.policies.chunking import ChunkPlan, ObsHistory
+from tether.policies.diffusion.checkpoint import load_net
+from tether.policies.diffusion.config import DiffusionPolicyConfig
+
+
+class DiffusionPolicy:
+    """Predicts a chunk of ``horizon`` actions (``action_dt`` apart) by DDIM from the last
+    ``obs_horizon`` observations, executes ``execute_steps`` rows, then predicts again.
+
+    Noise comes from a seeded numpy generator, like the onnx runtime's, so the two agree
+    given the same seed.
+    """
+
+    def __init__(self, cfg: DiffusionPolicyConfig, spec: RobotSpec, task: Any = None) -> None:
+        self.cfg = cfg
+        self.spec = spec
+        torch.set_num_threads(cfg.threads)
+        self.net, self._contract = load_net(cfg.checkpoint)
+        m = self.net.cfg
+        if self.net.action_dim != spec.action.dim:
+            raise TetherError(
+                f"{cfg.checkpoint}: the policy outputs {self.net.action_dim} actions, robot "
+                f"{spec.name} takes {spec.action.dim}"
+            )
+        self.steps = cfg.num_inference_steps or m.num_inference_steps
+        action_dt = float(self._contract["action_dt"])
+        self.history = ObsHistory(m.obs_keys, m.obs_horizon, action_dt)
+        self.plan = ChunkPlan(action_dt, spec.dt, cfg.execute_steps or m.execute_steps)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.inferences = 0
+
+    def reset(self) -> None:
+        self.history.reset()
+        self.plan.reset()
+
+    def replan(self) -> None:
+        """Predict a fresh chunk at the next act() (a chunk executor asked for one)."""
+        self.plan.reset()
+
+    def predict(self, stacked: dict[str, np.ndarray], noise: np.ndarray) -> np.ndarray:
+        """One chunk (horizon, action_dim) from observations {key: (To, ...)} and noise (H, D)."""
+        obs = {k: torch.from_numpy(np.ascontiguousarray(v))[None] for k, v in stacked.items()}
+        with torch.inference_mode():
+            out = self.net.sample(obs, torch.from_numpy(noise)[None], self.steps)
+        return out[0].numpy()
+
+    def act(self, obs: Observation) -> ActionChunk:
+        self.history.push(obs)
+        if self.plan.needs_plan(obs.stamp_ns):
+            m = self.net.cfg
+            noise = self.rng.standard_normal((m.horizon, self.net.action_dim)).astype(np.float32)
+            self.plan.set(self.predict(self.history.stacked(), noise), obs.stamp_ns)
+            self.inferences += 1
+        return self.plan.chunk_at(obs.stamp_ns)
+
+    @property
+    def contract(self) -> dict[str, Any]:
+        return {**self._contract, "num_inference_steps": self.steps}

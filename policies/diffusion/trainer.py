@@ -1,0 +1,237 @@
+"""The ``diffusion`` trainer: `tether train` / `tether eval` / `tether export` for diffusion
+policies. A checkpoint directory holds contract.json, model.safetensors (EMA weights),
+train_state.* (for --resume), training_curve.png and train_log.json."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tether.core.config import ExperimentConfig, dump_config
+from tether.core.errors import ConfigError, TetherError
+from tether.core.experiment import robot_spec
+from tether.policies.diffusion.checkpoint import (
+    CKPT_FORMAT,
+    TRAIN_META,
+    build_net,
+    load_train_state,
+    save_checkpoint,
+)
+from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionTrainConfig
+from tether.policies.diffusion.dataset import WindowDataset, load_windows
+from tether.policies.diffusion.model import DiffusionNet
+
+
+def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDataset) -> dict:
+    """The checkpoint's I/O contract: what the policy reads and writes, and how."""
+    spec = robot_spec(cfg)
+    m = tc.model
+    shapes = {k: list(ds.obs[k].shape[1:]) for k in m.obs_keys}
+    norm = {
+        k: {"min": ds.stats[k][0].tolist(), "max": ds.stats[k][1].tolist()}
+        for k in m.obs_keys
+        if not k.startswith(IMAGE_PREFIX)
+    }
+    for k in m.obs_keys:
+        if k.startswith(IMAGE_PREFIX):
+            norm[k] = {"uint8_to": [-1.0, 1.0]}
+    lo, hi = ds.stats["action"]
+    return {
+        "format": CKPT_FORMAT,
+        "trainer": "diffusion",
+        "robot": spec.name,
+        "action_mode": spec.action.mode,
+        "action_names": list(spec.action.names),
+        "joint_names": list(spec.joint_names),
+        "control_hz": spec.control_hz,
+        "action_dt": 1.0 / ds.fps,
+        "observation_keys": list(m.obs_keys),
+        "obs_shapes": shapes,
+        "obs_horizon": m.obs_horizon,
+        "horizon": m.horizon,
+        "execute_steps": m.execute_steps,
+        "normalization": norm,
+        # actions leave the network in [-1, 1] and are mapped back onto [min, max]
+        "action_scale": {"min": lo.tolist(), "max": hi.tolist()},
+        "model": m.model_dump(mode="json"),
+        "dataset": str(tc.dataset),
+        "experiment": dump_config(cfg),
+    }
+
+
+def _shift_images(x: np.ndarray, pad: int, rng: np.random.Generator) -> np.ndarray:
+    """Random shift augmentation of (B, To, H, W, 3) images; one shift per sample."""
+    if pad == 0:
+        return x
+    b, _, h, w, _ = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
+    dx, dy = rng.integers(0, 2 * pad + 1, (2, b))
+    return np.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(b)])
+
+
+def _lr(tc: DiffusionTrainConfig, step: int) -> float:
+    if step < tc.warmup_steps:
+        return tc.lr * (step + 1) / tc.warmup_steps
+    p = (step - tc.warmup_steps) / max(1, tc.steps - tc.warmup_steps)
+    return tc.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
+
+
+@torch.no_grad()
+def _ema_update(ema: DiffusionNet, net: DiffusionNet, decay: float) -> None:
+    for pe, p in zip(ema.parameters(), net.parameters(), strict=True):
+        pe.lerp_(p, 1.0 - decay)
+
+
+def training_curve(losses: list[float], path: Path, title: str) -> Path:
+    """PNG of the loss per step and its running mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    a = np.asarray(losses)
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot(a, lw=0.5, alpha=0.4, label="loss")
+    if len(a) >= 50:
+        k = 50
+        ax.plot(np.arange(k - 1, len(a)), np.convolve(a, np.ones(k) / k, "valid"), label="mean 50")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("DDPM noise MSE")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+class DiffusionTrainer:
+    """train / evaluate / export for ``train: {type: diffusion}`` (see tether.cli.train)."""
+
+    @classmethod
+    def train(cls, cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
+        tc = cfg.train
+        if not isinstance(tc, DiffusionTrainConfig):
+            raise ConfigError("train.type must be diffusion for the diffusion trainer")
+        m = tc.model
+        levels = 2 ** (len(m.down_dims) - 1)
+        if m.horizon % levels:
+            raise ConfigError(
+                f"train.model.horizon: {m.horizon} must be a multiple of {levels} "
+                f"(2 ** (len(down_dims) - 1))"
+            )
+        if m.execute_steps > m.horizon:
+            raise ConfigError("train.model.execute_steps: must not exceed horizon")
+        if not tc.dataset.exists():
+            raise TetherError(f"train.dataset: {tc.dataset} does not exist")
+        if out.exists() and (out / "contract.json").exists() and not resume:
+            raise TetherError(f"{out} already holds a checkpoint: pass --resume or a new --out")
+        torch.set_num_threads(tc.threads)
+        torch.manual_seed(tc.seed)
+        t_load = time.monotonic()
+        ds = load_windows(tc.dataset, m, tc.max_episodes)
+        print(
+            f"tether train: {ds.episodes} episodes, {len(ds)} samples at {ds.fps:g} fps, "
+            f"keys {m.obs_keys} ({time.monotonic() - t_load:.1f} s to load) -> {out}"
+        )
+        contract = make_contract(cfg, tc, ds)
+        net = build_net(contract)
+        ema = copy.deepcopy(net).eval()
+        for p in ema.parameters():
+            p.requires_grad_(False)
+        opt = torch.optim.AdamW(net.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+        gen = torch.Generator().manual_seed(tc.seed)
+        rng = np.random.default_rng(tc.seed)
+        step, losses, train_s = 0, [], 0.0
+        if resume and (out / TRAIN_META).exists():
+            meta = load_train_state(out, net, ema, opt, gen, rng)
+            step, losses, train_s = meta["step"], meta["losses"], meta["train_s"]
+            print(f"resumed from step {step}")
+        n_params = sum(p.numel() for p in net.parameters())
+        print(f"{n_params / 1e6:.2f} M parameters, {tc.steps} steps of batch {tc.batch_size}")
+
+        def checkpoint() -> None:
+            meta = {"step": step, "losses": losses, "train_s": train_s}
+            save_checkpoint(out, {**contract, "step": step}, net, ema, opt, gen, rng, meta)
+            training_curve(losses, out / "training_curve.png", f"{cfg.name}: {step} steps")
+
+        net.train()
+        t0 = time.monotonic()
+        start_step = step
+        while step < tc.steps:
+            idx = rng.integers(0, len(ds), tc.batch_size)
+            obs_np, act_np = ds.batch(idx)
+            obs = {
+                k: torch.from_numpy(
+                    _shift_images(v, tc.image_shift, rng) if k.startswith(IMAGE_PREFIX) else v
+                )
+                for k, v in obs_np.items()
+            }
+            for g in opt.param_groups:
+                g["lr"] = _lr(tc, step)
+            loss = net.loss(obs, torch.from_numpy(act_np), gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            _ema_update(ema, net, min(tc.ema_decay, (1 + step) / (10 + step)))
+            losses.append(float(loss.detach()))
+            step += 1
+            elapsed = time.monotonic() - t0
+            if step % 10 == 0 or step == tc.steps:
+                rate = (step - start_step) / max(elapsed, 1e-9)
+                eta = (tc.steps - step) / max(rate, 1e-9)
+                done = int(30 * step / tc.steps)
+                sys.stdout.write(
+                    f"\r  [{'#' * done}{' ' * (30 - done)}] {step}/{tc.steps}  "
+                    f"loss {np.mean(losses[-50:]):.4f}  {rate:.1f} it/s  eta {eta:.0f} s   "
+                )
+                sys.stdout.flush()
+            if step % tc.checkpoint_every == 0 or step == tc.steps:
+                train_s_now = train_s + elapsed
+                train_s, t0, start_step = train_s_now, time.monotonic(), step
+                checkpoint()
+        sys.stdout.write("\n")
+        if step == 0 or not (out / "contract.json").exists():
+            checkpoint()
+        result = {
+            "checkpoint": str(out),
+            "steps": step,
+            "final_loss": float(np.mean(losses[-50:])) if losses else None,
+            "train_s": round(train_s, 1),
+            "episodes": ds.episodes,
+            "samples": len(ds),
+            "parameters": n_params,
+        }
+        (out / "train_log.json").write_text(json.dumps(result, indent=2))
+        return result
+
+    @classmethod
+    def evaluate(cls, checkpoint: Path, options: Any) -> dict[str, Any]:
+        """In-process or over ROS 2; ``policy.type=onnx`` among the overrides evaluates the
+        exported graph (CKPT/onnx/model.onnx, exported first if missing) instead of torch."""
+        from tether.policies.evaluation import evaluate_checkpoint
+
+        policy: dict[str, Any] = {"type": "diffusion", "checkpoint": str(checkpoint.resolve())}
+        if "policy.type=onnx" in options.overrides:
+            options.overrides = [o for o in options.overrides if o != "policy.type=onnx"]
+            model = checkpoint / "onnx" / "model.onnx"
+            if not model.is_file():
+                cls.export(checkpoint, "onnx", None)
+            policy = {"type": "onnx", "model": str(model.resolve())}
+        return evaluate_checkpoint(checkpoint, options, policy)
+
+    @classmethod
+    def export(cls, checkpoint: Path, fmt: str, out: Path | None) -> Path:
+        from tether.policies.diffusion.export import export_checkpoint
+
+        return export_checkpoint(checkpoint, fmt, out)

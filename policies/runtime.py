@@ -1,0 +1,192 @@
+"""Run an exported policy (``model.onnx`` + ``model.json``) with onnxruntime alone.
+
+What runs onboard: no torch import anywhere below this module (a test checks it). Any graph
+that follows the I/O contract in docs/model_json.md runs here, diffusion or not: inputs are
+raw observations (stacked over ``obs_horizon``) plus an optional ``noise`` input filled from
+a seeded generator; the single output is an action chunk (1, horizon, action_dim).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.core.errors import ConfigError, TetherError
+from tether.core.spec import RobotSpec
+from tether.core.types import ActionChunk, Observation
+from tether.policies.chunking import ChunkPlan, ObsHistory
+from tether.policies.config_onnx import OnnxPolicyConfig
+
+FORMAT = "tether-onnx/1"
+NOISE_KEY = "noise"
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+
+def _import_ort() -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise TetherError(
+            "onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)"
+        ) from None
+    return ort
+
+
+def contract_path(model: Path) -> Path:
+    """model.json beside ``model`` (``<stem>.json`` wins when both exist)."""
+    own = model.with_suffix(".json")
+    return own if own.is_file() else model.parent / "model.json"
+
+
+def read_contract(model: Path) -> dict[str, Any]:
+    """The model's I/O contract (model.json), checked for the fields the runtime needs."""
+    path = contract_path(model)
+    if not path.is_file():
+        raise TetherError(f"{model}: no model.json beside it (the I/O contract is required)")
+    try:
+        contract = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise TetherError(f"{path}: not valid JSON ({exc})") from None
+    if contract.get("format") != FORMAT:
+        raise TetherError(f"{path}: format is {contract.get('format')!r}, expected {FORMAT!r}")
+    for field in ("inputs", "outputs", "control_hz", "action_dt"):
+        if field not in contract:
+            raise TetherError(f"{path}: missing field '{field}'")
+    if len(contract["outputs"]) != 1:
+        raise TetherError(f"{path}: expected exactly one output (the action chunk)")
+    return contract
+
+
+def provider_list(names: list[str]) -> list[str]:
+    """onnxruntime provider names for ``names`` (cpu appended last); one clear error if a
+    requested provider is not in this onnxruntime build."""
+    ort = _import_ort()
+    have = set(ort.get_available_providers())
+    out = []
+    for name in [*names, "cpu"]:
+        if name not in PROVIDERS:
+            raise ConfigError(f"unknown execution provider '{name}' (known: cpu, cuda, tensorrt)")
+        full = PROVIDERS[name]
+        if full not in have:
+            hint = {
+                "cuda": "install onnxruntime-gpu and a CUDA 12 runtime",
+                "tensorrt": "install onnxruntime-gpu and TensorRT 10 (libnvinfer) on the target",
+            }.get(name, "")
+            raise TetherError(
+                f"onnxruntime has no {full} here (available: {', '.join(sorted(have))}); {hint}"
+            )
+        if full not in out:
+            out.append(full)
+    return out
+
+
+class OnnxModel:
+    """An InferenceSession plus its contract; ``run(feeds)`` -> the action chunk array."""
+
+    def __init__(
+        self, model: str | Path, threads: int = 1, providers: list[str] | None = None
+    ) -> None:
+        ort = _import_ort()
+        self.path = Path(model)
+        if not self.path.is_file():
+            raise TetherError(f"model file not found: {self.path}")
+        self.contract = read_contract(self.path)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = int(threads)
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(
+            str(self.path), sess_options=opts, providers=provider_list(providers or ["cpu"])
+        )
+        graph_inputs = {i.name for i in self.session.get_inputs()}
+        declared = {i["name"] for i in self.contract["inputs"]}
+        if graph_inputs != declared:
+            raise TetherError(
+                f"{self.path}: graph inputs {sorted(graph_inputs)} differ from model.json "
+                f"{sorted(declared)}"
+            )
+        self.output = self.contract["outputs"][0]["name"]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """Run the graph once; returns the output array (1, horizon, action_dim)."""
+        return np.asarray(self.session.run([self.output], feeds)[0])
+
+
+class OnnxPolicy:
+    """The ``onnx`` policy type: an exported graph behind the Policy protocol.
+
+    Keeps ``obs_horizon`` observations ``action_dt`` apart, predicts a chunk when the
+    executed part (``execute_steps`` rows) of the last one has passed, and answers every
+    observation with the rest of the plan at the control rate.
+    """
+
+    def __init__(self, cfg: OnnxPolicyConfig, spec: RobotSpec, task: Any = None) -> None:
+        self.cfg = cfg
+        self.spec = spec
+        self.model = OnnxModel(cfg.model, cfg.threads, list(cfg.providers))
+        c = self.model.contract
+        self._inputs = c["inputs"]
+        self.obs_keys = [i["key"] for i in self._inputs if i["key"] != NOISE_KEY]
+        dim = int(c["outputs"][0]["shape"][-1])
+        if dim != spec.action.dim:
+            raise TetherError(
+                f"{cfg.model}: the model outputs {dim} actions, robot {spec.name} takes "
+                f"{spec.action.dim}"
+            )
+        horizon = int(c.get("obs_horizon", 1))
+        self.history = ObsHistory(self.obs_keys, horizon, float(c["action_dt"]))
+        execute = cfg.execute_steps or int(c.get("execute_steps", 1))
+        self.plan = ChunkPlan(float(c["action_dt"]), spec.dt, execute)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.inferences = 0
+
+    def reset(self) -> None:
+        self.history.reset()
+        self.plan.reset()
+
+    def replan(self) -> None:
+        """Predict a fresh chunk at the next act() (a chunk executor asked for one)."""
+        self.plan.reset()
+
+    def feeds(self) -> dict[str, np.ndarray]:
+        """Graph inputs from the observation history (and fresh noise)."""
+        stacked = self.history.stacked()
+        out: dict[str, np.ndarray] = {}
+        for spec in self._inputs:
+            shape = [int(s) for s in spec["shape"]]
+            dtype = np.dtype(spec.get("dtype", "float32"))
+            if spec["key"] == NOISE_KEY:
+                out[spec["name"]] = self.rng.standard_normal(shape).astype(dtype)
+                continue
+            value = stacked[spec["key"]]
+            if value.size != int(np.prod(shape)):
+                raise TetherError(
+                    f"observation '{spec['key']}' has shape {value.shape[1:]} per step, the model "
+                    f"input '{spec['name']}' expects {shape}"
+                )
+            out[spec["name"]] = value.reshape(shape).astype(dtype, copy=False)
+        return out
+
+    def act(self, obs: Observation) -> ActionChunk:
+        self.history.push(obs)
+        if self.plan.needs_plan(obs.stamp_ns):
+            chunk = self.model.run(self.feeds())
+            self.plan.set(chunk.reshape(-1, chunk.shape[-1]), obs.stamp_ns)
+            self.inferences += 1
+        return self.plan.chunk_at(obs.stamp_ns)
+
+    @property
+    def contract(self) -> dict[str, Any]:
+        return {
+            **self.model.contract,
+            "observation_keys": self.obs_keys,
+            "joint_names": list(self.model.contract.get("action_names", self.spec.action.names)),
+        }

@@ -1,0 +1,86 @@
+"""Obstacle course: reach a goal ahead through static cylinders (``obstacle_<i>``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tether.core.protocols import SimBackend
+from tether.sim.robots import husky
+from tether.sim.robots.diff_drive import yaw_of
+from tether.sim.tasks.config_base_tasks import ObstacleCourseConfig
+from tether.sim.tasks.go_to_goal import BASE, IDENTITY, goal_distance, place_goal
+
+# half-extents (m) of the base's outline: chassis length, outer wheel faces
+BASE_HALF = np.array([husky.CHASSIS_SIZE[0] / 2, husky.TRACK_WIDTH / 2 + husky.WHEEL_WIDTH / 2])
+# radius (m) of the circle around the outline, kept free of obstacles at the start
+BASE_RADIUS = float(np.linalg.norm(BASE_HALF))
+# tries per obstacle before the rejection sampler gives up on placing it
+MAX_TRIES = 200
+
+
+class ObstacleCourseTask:
+    """Goal ahead, ``n_obstacles`` cylinders between the start and the goal, at least
+    ``min_gap`` apart. Reads and writes state only through ``body_pose`` / ``set_body_pose``.
+    """
+
+    name = "obstacle_course"
+
+    def __init__(self, cfg: ObstacleCourseConfig | None = None) -> None:
+        self.cfg = cfg or ObstacleCourseConfig()
+        self.max_duration_s = self.cfg.max_duration_s
+        self.obstacles = tuple(f"obstacle_{i}" for i in range(self.cfg.n_obstacles))
+        self.objects: tuple[str, ...] = ("goal", *self.obstacles)
+
+    def reset(self, sim: SimBackend, rng: np.random.Generator) -> None:
+        """Goal from the distance/bearing ranges, then obstacles by rejection sampling in the
+        corridor; obstacles that do not fit stay parked out of the way."""
+        c = self.cfg
+        start = sim.body_pose(BASE)[0][:2]
+        goal = place_goal(sim, c, rng)
+        line = goal - start
+        length = float(np.linalg.norm(line))
+        u = line / length
+        n = np.array([-u[1], u[0]])
+        r = husky.OBSTACLE_RADIUS
+        placed: list[np.ndarray] = []
+        for i, name in enumerate(self.obstacles):
+            for _ in range(MAX_TRIES):
+                along = rng.uniform(*c.along_range) * length
+                half = 0.3 if (i == 0 and c.block_line) else c.corridor_half_width
+                p = start + along * u + rng.uniform(-half, half) * n
+                if np.linalg.norm(p - start) < r + c.min_gap + BASE_RADIUS:
+                    continue
+                if np.linalg.norm(p - goal) < r + c.min_gap:
+                    continue
+                if any(np.linalg.norm(p - q) < 2 * r + c.min_gap for q in placed):
+                    continue
+                placed.append(p)
+                sim.set_body_pose(name, np.array([p[0], p[1], 0.0]), IDENTITY)
+                break
+
+    def clearance(self, sim: SimBackend) -> float:
+        """Distance (m) from the base's outline (chassis and wheels, 1.01 x 0.69 m) to the
+        nearest obstacle surface (<= 0: touching); inf without obstacles."""
+        pos, quat = sim.body_pose(BASE)
+        yaw = yaw_of(quat)
+        rot = np.array([[math.cos(yaw), math.sin(yaw)], [-math.sin(yaw), math.cos(yaw)]])
+        gaps = []
+        for o in self.obstacles:
+            local = rot @ (sim.body_pose(o)[0][:2] - pos[:2])  # obstacle centre, base frame
+            outside = np.maximum(np.abs(local) - BASE_HALF, 0.0)
+            gaps.append(float(np.linalg.norm(outside)) - husky.OBSTACLE_RADIUS)
+        return min(gaps) if gaps else math.inf
+
+    def reward(self, sim: SimBackend) -> float:
+        """1 - tanh(distance to goal / 2 m), minus ``collision_penalty`` while the base
+        touches an obstacle (clearance under 1 cm)."""
+        r = 1.0 - math.tanh(goal_distance(sim) / 2.0)
+        if self.clearance(sim) < 0.01:
+            r -= self.cfg.collision_penalty
+        return float(r)
+
+    def success(self, sim: SimBackend) -> bool:
+        """Base centre within ``success_radius`` (0.5 m) of the goal."""
+        return goal_distance(sim) <= self.cfg.success_radius

@@ -1,0 +1,86 @@
+"""Helpers for policy tests: a tiny synthetic LeRobot dataset and a tiny diffusion config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+IMG = 32  # tiny camera: fast to encode and to train on
+
+
+def write_dataset(root: Path, episodes: int = 3, frames: int = 20, image: bool = False) -> Path:
+    """Episodes where the action is a known function of the observation:
+    action[:7] = state[:7] + 0.1 * sign(cube x), action[7] = 0.04 if cube x > 0 else 0."""
+    from tether.core.data.lerobot import LeRobotWriter
+
+    features: dict[str, dict[str, Any]] = {
+        "observation.state": {"dtype": "float32", "shape": [9]},
+        "observation.environment_state": {"dtype": "float32", "shape": [7]},
+        "action": {"dtype": "float32", "shape": [8]},
+    }
+    if image:
+        features["observation.images.front"] = {"dtype": "video", "shape": [IMG, IMG, 3]}
+    rng = np.random.default_rng(0)
+    with LeRobotWriter(root, 30, features, "panda", video_codec="libx264") as w:
+        for ep in range(episodes):
+            w.start_episode("lift the cube")
+            side = 1.0 if ep % 2 == 0 else -1.0
+            q = rng.uniform(-0.5, 0.5, 9).astype(np.float32)
+            for _ in range(frames):
+                q[:7] += 0.01
+                env = np.array([0.5 * side, 0.1, 0.02, 1, 0, 0, 0], np.float32)
+                act = np.concatenate([q[:7] + 0.1 * side, [0.04 if side > 0 else 0.0]])
+                frame = {
+                    "observation.state": q.copy(),
+                    "observation.environment_state": env,
+                    "action": act.astype(np.float32),
+                }
+                if image:
+                    img = np.zeros((IMG, IMG, 3), np.uint8)
+                    img[:, : IMG // 2 if side > 0 else IMG] = 200
+                    frame["observation.images.front"] = img
+                w.add_frame(frame)
+            w.save_episode()
+    return root
+
+
+TINY_MODEL = {
+    "obs_keys": ["state", "env_state"],
+    "obs_horizon": 2,
+    "horizon": 4,
+    "execute_steps": 2,
+    "down_dims": [8, 16],
+    "kernel_size": 3,
+    "step_embed_dim": 8,
+    "image_channels": [4, 8],
+    "image_keypoints": 4,
+    "num_train_timesteps": 20,
+    "num_inference_steps": 5,
+}
+
+
+def experiment(dataset: Path, steps: int = 3, **model: Any) -> Any:
+    """An ExperimentConfig training the tiny model on ``dataset`` for ``steps`` steps."""
+    from tether.core.config import parse_experiment
+
+    return parse_experiment(
+        {
+            "name": "tiny_diffusion",
+            "robot": "panda",
+            "sim": {"type": "mujoco", "control_hz": 100},
+            "task": {"type": "lift"},
+            "policy": {"type": "hold"},
+            "train": {
+                "type": "diffusion",
+                "dataset": str(dataset),
+                "model": {**TINY_MODEL, **model},
+                "steps": steps,
+                "batch_size": 16,
+                "warmup_steps": 1,
+                "checkpoint_every": 2,
+                "image_shift": 2,
+            },
+        }
+    )

@@ -1,0 +1,148 @@
+"""Diffusion policy: data windows, DDIM sampler, training, checkpoints, resume, policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from policy_helpers import TINY_MODEL, experiment  # noqa: E402
+
+from tether.core.types import Observation  # noqa: E402
+from tether.policies.diffusion.config import DiffusionModelConfig  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def test_windows_pad_at_episode_edges(tiny_dataset: Path) -> None:
+    from tether.policies.diffusion.dataset import load_windows
+
+    ds = load_windows(tiny_dataset, DiffusionModelConfig(**TINY_MODEL))
+    assert len(ds) == 60 and ds.episodes == 3
+    # first sample: the first observation repeated, actions 0..3 of episode 0
+    assert ds.obs_index[0].tolist() == [0, 0]
+    assert ds.action_index[0].tolist() == [0, 1, 2, 3]
+    # last sample of episode 0 (frame 19): the last action repeated, never episode 1's
+    assert ds.action_index[19].tolist() == [19, 19, 19, 19]
+    assert ds.obs_index[20].tolist() == [20, 20]
+    lo, hi = ds.stats["action"]
+    assert np.all(lo <= ds.action.min(0) + 1e-6) and np.all(hi >= ds.action.max(0) - 1e-6)
+
+
+def test_ddim_recovers_x0_from_an_exact_noise_predictor() -> None:
+    """With the true epsilon, DDIM lands on x0 (then unnormalized into robot units)."""
+    from tether.policies.diffusion.checkpoint import build_net, synthetic_contract
+
+    cfg = DiffusionModelConfig(**TINY_MODEL)
+    contract = synthetic_contract(cfg, {"state": [9], "env_state": [7]}, action_dim=3)
+    contract["action_scale"] = {"min": [0.0, -2.0, 10.0], "max": [1.0, 2.0, 20.0]}
+    net = build_net(contract)
+    x0 = torch.tensor(np.random.default_rng(0).uniform(-0.9, 0.9, (1, 4, 3)), dtype=torch.float32)
+    ab = net.alphas_cumprod
+
+    def oracle(x, t, cond):
+        a = ab[t.long()][:, None, None]
+        return (x - a.sqrt() * x0) / (1 - a).sqrt()
+
+    net.unet.forward = oracle  # type: ignore[method-assign]
+    obs = {"state": torch.zeros(1, 2, 9), "env_state": torch.zeros(1, 2, 7)}
+    out = net.sample(obs, torch.randn(1, 4, 3), steps=5)
+    expected = net.action_norm.inverse(x0)
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), atol=1e-4)
+    assert float(expected[..., 2].min()) >= 10.0  # really in robot units
+
+
+def test_train_writes_a_pickle_free_checkpoint_and_resumes(
+    tiny_dataset: Path, tmp_path: Path
+) -> None:
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    out = tmp_path / "ckpt"
+    result = DiffusionTrainer.train(experiment(tiny_dataset, steps=3), out, resume=False)
+    assert result["steps"] == 3
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "contract.json",
+        "model.safetensors",
+        "train_log.json",
+        "train_state.json",
+        "train_state.safetensors",
+        "training_curve.png",
+    ]
+    contract = json.loads((out / "contract.json").read_text())
+    assert contract["trainer"] == "diffusion"
+    assert contract["observation_keys"] == ["state", "env_state"]
+    assert contract["action_dt"] == pytest.approx(1 / 30)
+    assert len(contract["action_names"]) == 8 and contract["control_hz"] == 100
+    assert set(contract["normalization"]) == {"state", "env_state"}
+    for f in out.iterdir():  # no pickle: JSON, safetensors, PNG only
+        assert not f.read_bytes().startswith(b"\x80"), f
+    # resume continues the step count and the loss history; a fresh run refuses the dir
+    from tether.core.errors import TetherError
+
+    with pytest.raises(TetherError, match="--resume"):
+        DiffusionTrainer.train(experiment(tiny_dataset, steps=5), out, resume=False)
+    before = json.loads((out / "train_state.json").read_text())["losses"]
+    result = DiffusionTrainer.train(experiment(tiny_dataset, steps=5), out, resume=True)
+    after = json.loads((out / "train_state.json").read_text())["losses"]
+    assert result["steps"] == 5 and len(after) == 5 and after[:3] == before
+
+
+def test_resume_matches_an_uninterrupted_run(tiny_dataset: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    DiffusionTrainer.train(experiment(tiny_dataset, steps=4), tmp_path / "a", resume=False)
+    DiffusionTrainer.train(experiment(tiny_dataset, steps=2), tmp_path / "b", resume=False)
+    DiffusionTrainer.train(experiment(tiny_dataset, steps=4), tmp_path / "b", resume=True)
+    a = load_file(str(tmp_path / "a" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "model.safetensors"))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
+
+
+def test_policy_answers_at_control_rate_and_replans(
+    tiny_dataset: Path, tmp_path: Path, panda
+) -> None:
+    from tether.policies.diffusion.config import DiffusionPolicyConfig
+    from tether.policies.diffusion.policy import DiffusionPolicy
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    DiffusionTrainer.train(experiment(tiny_dataset, steps=2), tmp_path, resume=False)
+    policy = DiffusionPolicy(DiffusionPolicyConfig(checkpoint=tmp_path), panda)
+    assert policy.contract["observation_keys"] == ["state", "env_state"]
+    env = np.array([0.5, 0.1, 0.02, 1, 0, 0, 0], np.float32)
+    ms = 1_000_000
+    for t in range(0, 100, 10):
+        chunk = policy.act(
+            Observation({"state": np.zeros(9, np.float32), "env_state": env}, stamp_ns=t * ms)
+        )
+        assert chunk.t0_ns == t * ms and chunk.dt == pytest.approx(0.01) and chunk.dim == 8
+        assert np.all(np.isfinite(chunk.actions))
+    # execute_steps 2 rows of 1/30 s: new predictions at 0, ~67 ms
+    assert policy.inferences == 2
+    policy.reset()
+    policy.act(Observation({"state": np.zeros(9, np.float32), "env_state": env}, stamp_ns=0))
+    assert policy.inferences == 3
+
+
+def test_bad_horizon_is_a_config_error(tiny_dataset: Path, tmp_path: Path) -> None:
+    from tether.core.errors import ConfigError
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    with pytest.raises(ConfigError, match="horizon"):
+        DiffusionTrainer.train(experiment(tiny_dataset, horizon=5), tmp_path, resume=False)
+
+
+def test_missing_feature_names_the_key(tiny_dataset: Path, tmp_path: Path) -> None:
+    from tether.core.errors import TetherError
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    cfg = experiment(tiny_dataset, obs_keys=["state", "images/wrist"])
+    with pytest.raises(TetherError, match="observation.images.wrist"):
+        DiffusionTrainer.train(cfg, tmp_path, resume=False)

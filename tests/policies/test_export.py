@@ -1,0 +1,120 @@
+"""ONNX export of diffusion policies: one graph, parity with torch, model.json, runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+
+from policy_helpers import IMG, experiment  # noqa: E402
+
+from tether.core.errors import TetherError  # noqa: E402
+from tether.core.types import Observation  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+@pytest.fixture(scope="module")
+def state_ckpt(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    out = tmp_path_factory.mktemp("state_ckpt")
+    DiffusionTrainer.train(experiment(tiny_dataset, steps=2), out, resume=False)
+    return out
+
+
+def test_export_matches_torch_and_follows_model_json(state_ckpt: Path, tmp_path: Path) -> None:
+    import onnx
+
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint, parity
+
+    path = export_checkpoint(state_ckpt, "onnx", tmp_path)
+    meta = json.loads((tmp_path / "model.json").read_text())
+    assert meta["format"] == "tether-onnx/1" and meta["trainer"] == "diffusion"
+    assert [(i["name"], i["key"], i["shape"]) for i in meta["inputs"]] == [
+        ("state", "state", [1, 2, 9]),
+        ("env_state", "env_state", [1, 2, 7]),
+        ("noise", "noise", [1, 4, 8]),
+    ]
+    assert meta["outputs"] == [{"name": "actions", "shape": [1, 4, 8]}]
+    assert meta["execute_steps"] == 2 and meta["obs_horizon"] == 2
+    assert meta["action_dt"] == pytest.approx(1 / 30)
+    model = onnx.load(str(path))
+    assert [i.name for i in model.graph.input] == ["state", "env_state", "noise"]
+    net, contract = load_net(state_ckpt)
+    for seed in range(3):
+        assert parity(net, contract, path, seed) <= 1e-4
+
+
+def test_export_image_variant_parity(tiny_image_dataset: Path, tmp_path: Path) -> None:
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    ckpt = tmp_path / "ckpt"
+    cfg = experiment(tiny_image_dataset, steps=2, obs_keys=["state", "images/front"])
+    DiffusionTrainer.train(cfg, ckpt, resume=False)
+    path = export_checkpoint(ckpt, "onnx", tmp_path / "onnx")
+    meta = json.loads((tmp_path / "onnx" / "model.json").read_text())
+    image = meta["inputs"][1]
+    assert image == {
+        "name": "image_front",
+        "key": "images/front",
+        "shape": [1, 2, IMG, IMG, 3],
+        "dtype": "uint8",
+    }
+    net, contract = load_net(ckpt)
+    assert parity(net, contract, path, seed=1) <= 1e-4
+
+
+def test_onnx_policy_matches_torch_policy(state_ckpt: Path, tmp_path: Path, panda) -> None:
+    """Same seed -> same noise -> the same chunks from the graph and from torch."""
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.diffusion.config import DiffusionPolicyConfig
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.diffusion.policy import DiffusionPolicy
+    from tether.policies.runtime import OnnxPolicy
+
+    path = export_checkpoint(state_ckpt, "onnx", tmp_path)
+    ort_policy = OnnxPolicy(OnnxPolicyConfig(model=path, seed=3), panda)
+    torch_policy = DiffusionPolicy(DiffusionPolicyConfig(checkpoint=state_ckpt, seed=3), panda)
+    assert ort_policy.contract["observation_keys"] == torch_policy.contract["observation_keys"]
+    rng = np.random.default_rng(0)
+    for k in range(12):
+        obs = Observation(
+            {
+                "state": rng.uniform(-0.5, 0.5, 9).astype(np.float32),
+                "env_state": np.array([0.5, 0.1, 0.02, 1, 0, 0, 0], np.float32),
+            },
+            stamp_ns=k * 10_000_000,
+        )
+        a, b = ort_policy.act(obs), torch_policy.act(obs)
+        np.testing.assert_allclose(a.actions, b.actions, atol=1e-4)
+    assert ort_policy.inferences == torch_policy.inferences == 2
+
+
+def test_tensorrt_says_what_is_missing(state_ckpt: Path, tmp_path: Path) -> None:
+    from tether.policies.diffusion.export import export_checkpoint
+
+    try:
+        import tensorrt  # noqa: F401
+
+        pytest.skip("TensorRT is installed")
+    except ImportError:
+        pass
+    with pytest.raises(TetherError, match="TensorRT is not installed.*pip install tensorrt"):
+        export_checkpoint(state_ckpt, "tensorrt", tmp_path)
+    assert (tmp_path / "model.onnx").is_file()  # the ONNX graph is still written
+
+
+def test_unknown_format_is_rejected(state_ckpt: Path) -> None:
+    from tether.policies.diffusion.export import export_checkpoint
+
+    with pytest.raises(TetherError, match="onnx, tensorrt"):
+        export_checkpoint(state_ckpt, "tflite", None)

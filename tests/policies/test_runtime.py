@@ -1,0 +1,137 @@
+"""tether.policies.runtime: any graph that follows docs/model_json.md, onnxruntime only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tether.core.errors import TetherError
+from tether.core.types import Observation
+from tether.policies.config_onnx import OnnxPolicyConfig
+
+H, D = 4, 8
+
+
+def make_model(
+    tmp: Path, obs_horizon: int = 2, names: tuple[str, str] = ("state", "noise")
+) -> Path:
+    """actions = noise + mean(state stack): a graph whose output reveals both inputs."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    state = helper.make_tensor_value_info(names[0], TensorProto.FLOAT, [1, obs_horizon, 9])
+    noise = helper.make_tensor_value_info(names[1], TensorProto.FLOAT, [1, H, D])
+    out = helper.make_tensor_value_info("actions", TensorProto.FLOAT, [1, H, D])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [2], [1, 2])
+    nodes = [
+        helper.make_node("ReduceMean", [names[0], "axes"], ["m"], keepdims=1),
+        helper.make_node("Add", [names[1], "m"], ["actions"]),
+    ]
+    graph = helper.make_graph(nodes, "probe", [state, noise], [out], initializer=[axes])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    path = tmp / "model.onnx"
+    onnx.save(model, str(path))
+    contract = {
+        "format": "tether-onnx/1",
+        "trainer": "test",
+        "robot": "panda",
+        "action_mode": "joint_position",
+        "action_names": [f"a{i}" for i in range(D)],
+        "control_hz": 100.0,
+        "action_dt": 0.03,
+        "obs_horizon": obs_horizon,
+        "inputs": [
+            {"name": "state", "key": "state", "shape": [1, obs_horizon, 9], "dtype": "float32"},
+            {"name": "noise", "key": "noise", "shape": [1, H, D], "dtype": "float32"},
+        ],
+        "outputs": [{"name": "actions", "shape": [1, H, D]}],
+        "execute_steps": 2,
+    }
+    (tmp / "model.json").write_text(json.dumps(contract))
+    return path
+
+
+def test_runtime_imports_without_torch() -> None:
+    code = (
+        "import sys, tether.policies.runtime, tether.policies.config_onnx; "
+        "bad = [m for m in ('torch', 'mujoco', 'rclpy') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_policy_feeds_seeded_noise_and_stacked_observations(tmp_path: Path, panda) -> None:
+    from tether.policies.runtime import OnnxPolicy
+
+    path = make_model(tmp_path)
+    policy = OnnxPolicy(OnnxPolicyConfig(model=path, seed=7), panda)
+    assert policy.contract["observation_keys"] == ["state"]
+    ms = 1_000_000
+    chunk = None
+    for t in range(0, 40, 10):  # 100 Hz; values grow with time
+        chunk = policy.act(Observation({"state": np.full(9, t, np.float32)}, stamp_ns=t * ms))
+    assert chunk is not None and policy.inferences == 1
+    noise = np.random.default_rng(7).standard_normal((1, H, D)).astype(np.float32)[0]
+    # the first prediction saw two copies of the first observation (value 0): plan == noise
+    np.testing.assert_allclose(policy.plan.actions, noise, atol=1e-6)
+    # at 60 ms the executed part (2 rows x 30 ms) has passed: a new prediction from the
+    # observations at 30 and 60 ms (mean 45)
+    for t in range(40, 70, 10):
+        policy.act(Observation({"state": np.full(9, t, np.float32)}, stamp_ns=t * ms))
+    assert policy.inferences == 2
+    noise2 = np.random.default_rng(7).standard_normal((2, H, D)).astype(np.float32)[1]
+    np.testing.assert_allclose(policy.plan.actions, noise2 + 45.0, atol=1e-5)
+
+
+def test_unavailable_provider_names_what_is_missing(tmp_path: Path, panda) -> None:
+    import onnxruntime as ort
+
+    from tether.policies.runtime import OnnxPolicy
+
+    if "TensorrtExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has TensorRT")
+    path = make_model(tmp_path)
+    with pytest.raises(TetherError, match="TensorrtExecutionProvider.*TensorRT"):
+        OnnxPolicy(OnnxPolicyConfig(model=path, providers=["tensorrt"]), panda)
+
+
+def test_contract_errors_are_one_line(tmp_path: Path, panda) -> None:
+    from tether.policies.runtime import OnnxPolicy
+
+    path = make_model(tmp_path, names=("obs", "noise"))  # graph input 'obs' vs model.json 'state'
+    with pytest.raises(TetherError, match="differ from model.json"):
+        OnnxPolicy(OnnxPolicyConfig(model=path), panda)
+    (tmp_path / "model.json").unlink()
+    with pytest.raises(TetherError, match="no model.json"):
+        OnnxPolicy(OnnxPolicyConfig(model=path), panda)
+
+
+def test_wrong_observation_size_is_reported(tmp_path: Path, panda) -> None:
+    from tether.policies.runtime import OnnxPolicy
+
+    policy = OnnxPolicy(OnnxPolicyConfig(model=make_model(tmp_path)), panda)
+    with pytest.raises(TetherError, match="observation 'state'"):
+        policy.act(Observation({"state": np.zeros(5, np.float32)}, stamp_ns=0))
+
+
+def test_onnx_policy_type_is_registered(tmp_path: Path) -> None:
+    from tether.core.config import parse_experiment
+    from tether.core.errors import ConfigError
+
+    data = {
+        "name": "x",
+        "sim": {"type": "mujoco"},
+        "task": {"type": "lift"},
+        "policy": {"type": "onnx", "model": "m.onnx", "providers": ["cuda", "cpu"]},
+    }
+    cfg = parse_experiment(data)
+    assert cfg.policy.threads == 1 and cfg.policy.providers == ["cuda", "cpu"]
+    data["policy"] = {"type": "onnx", "model": "m.onnx", "providers": ["npu"]}
+    with pytest.raises(ConfigError, match="policy.providers"):
+        parse_experiment(data)

@@ -1,0 +1,92 @@
+"""chunk_executor in-process (own rclpy context) against a fake policy server: it asks for
+chunks when its queue runs low, executes them through the safety filter at the control rate,
+and reports its cadence; with nobody answering it counts underruns and holds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from ros_helpers import ros_context, spin_until  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Header, String  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+from tether.core.config import load_config  # noqa: E402
+from tether.core.types import ActionChunk  # noqa: E402
+from tether_ros import conversions as conv  # noqa: E402
+from tether_ros import interface as itf  # noqa: E402
+from tether_ros.chunk_executor import ACTION_CHUNK, CHUNK_REQUEST, ChunkExecutor  # noqa: E402
+
+Q0 = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8, 0.04, 0.04], np.float32)
+
+
+def _setup(ctx, repo, answer: bool):
+    cfg = load_config(repo / "configs/experiments/panda_lift_expert.yaml")
+    node = ChunkExecutor(cfg, context=ctx)
+    probe = Node("probe", context=ctx)
+    got: dict[str, list] = {"cmd": [], "req": [], "cadence": []}
+    names = node.spec.action.names
+    target = Q0[:8] + 0.01  # a small step from where the robot is
+    target[7] = 0.05  # past the finger limit (0.04): the safety filter clamps it
+
+    def on_request(msg: Header) -> None:
+        got["req"].append(conv.from_time(msg.stamp))
+        if answer:
+            rows = np.repeat(target[None], 20, 0)
+            chunk = ActionChunk(rows, 0.01, conv.from_time(msg.stamp))
+            chunk_pub.publish(conv.chunk_to_trajectory(chunk, names))
+
+    chunk_pub = probe.create_publisher(JointTrajectory, ACTION_CHUNK, itf.COMMAND_QOS)
+    state_pub = probe.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
+    probe.create_subscription(Header, CHUNK_REQUEST, on_request, itf.COMMAND_QOS)
+    probe.create_subscription(
+        JointTrajectory, itf.JOINT_TRAJECTORY, lambda m: got["cmd"].append(m), itf.COMMAND_QOS
+    )
+    probe.create_subscription(
+        String,
+        "chunk_executor/cadence",
+        lambda m: got["cadence"].append(json.loads(m.data)),
+        itf.COMMAND_QOS,
+    )
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    ex.add_node(probe)
+    state = conv.joint_state_msg(node.now_ns(), node.spec.state_names, Q0)
+    return node, ex, state_pub, state, got, target
+
+
+def test_executes_requested_chunks_through_the_safety_filter(repo) -> None:
+    with ros_context() as ctx:
+        node, ex, state_pub, state, got, target = _setup(ctx, repo, answer=True)
+        assert spin_until(ex, lambda: state_pub.publish(state) or node.measured is not None)
+        assert spin_until(ex, lambda: len(got["cmd"]) >= 30 and len(got["cadence"]) >= 1)
+        assert got["req"], "the executor never asked for a chunk"
+        last = np.array(got["cmd"][-1].points[0].positions)
+        np.testing.assert_allclose(last[:7], target[:7], atol=1e-5)
+        assert last[7] == pytest.approx(0.04)
+        report = got["cadence"][-1]
+        assert report["chunks"] >= 1 and report["executed"] >= 1
+        assert report["inference_latency_ms"]["count"] >= 1
+        assert report["achieved_hz"] > 0
+        ex.shutdown()
+        node.destroy_node()
+
+
+def test_without_chunks_it_underruns_and_holds(repo) -> None:
+    with ros_context() as ctx:
+        node, ex, state_pub, state, got, _ = _setup(ctx, repo, answer=False)
+        assert spin_until(ex, lambda: state_pub.publish(state) or node.measured is not None)
+        assert spin_until(ex, lambda: len(got["cmd"]) >= 10)
+        assert node.queue.stats.underruns >= 10 and node.queue.stats.executed == 0
+        held = np.array(got["cmd"][-1].points[0].positions)
+        np.testing.assert_allclose(held, Q0[:8], atol=1e-5)  # watchdog: hold where it is
+        ex.shutdown()
+        node.destroy_node()

@@ -1,0 +1,215 @@
+"""Mobile-base tasks (go_to_goal, obstacle_course) and the base expert: reset
+distributions, success and reward rules on a fake backend, the planner on synthetic scans,
+and the expert solving both tasks on both engines through the experiment YAMLs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from tether.core import registry
+from tether.core.config import load_config
+from tether.core.errors import ConfigError
+from tether.core.types import Observation
+from tether.sim.experts.base_expert import BaseExpert
+from tether.sim.experts.config_base_expert import BaseExpertConfig
+from tether.sim.robots import husky
+from tether.sim.robots.diff_drive import beam_angles, yaw_quat
+from tether.sim.tasks.config_base_tasks import GoToGoalConfig, ObstacleCourseConfig
+from tether.sim.tasks.go_to_goal import GoToGoalTask
+from tether.sim.tasks.obstacle_course import ObstacleCourseTask
+
+
+class FakeBase:
+    """Just the body_pose / set_body_pose part of a backend."""
+
+    def __init__(self, x: float = 0.0, y: float = 0.0, yaw: float = 0.0) -> None:
+        self.poses: dict[str, tuple[np.ndarray, np.ndarray]] = {
+            "base_footprint": (np.array([x, y, 0.0]), yaw_quat(yaw))
+        }
+
+    def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name.startswith("obstacle_") and name not in self.poses:  # parked, as backends do
+            return np.array([*husky.PARKING, 0.5]), yaw_quat(0.0)
+        return self.poses[name]
+
+    def set_body_pose(self, name: str, pos: np.ndarray, quat: np.ndarray) -> None:
+        self.poses[name] = (np.asarray(pos, float).copy(), np.asarray(quat, float).copy())
+
+
+def test_registered_with_configs() -> None:
+    assert registry.config_class("task", "go_to_goal") is GoToGoalConfig
+    assert registry.config_class("task", "obstacle_course") is ObstacleCourseConfig
+    assert registry.config_class("policy", "base_expert") is BaseExpertConfig
+    assert registry.load("robot", "husky")().kind == "mobile_base"
+    spec = registry.load("robot", "husky")(control_hz=10.0, cameras=())
+    assert spec.dt == pytest.approx(0.1) and spec.action.high == (1.0, 2.0)
+    with pytest.raises(ValidationError, match="distance_rnage"):
+        GoToGoalConfig(distance_rnage=(1, 2))
+    with pytest.raises(ValidationError, match="along_range"):
+        ObstacleCourseConfig(along_range=(0.8, 0.2))
+
+
+def test_go_to_goal_reset_success_reward() -> None:
+    task = GoToGoalTask(GoToGoalConfig(distance_range=(2.0, 5.0)))
+    sim = FakeBase(1.0, -1.0)
+    goals = []
+    for seed in range(20):
+        task.reset(sim, np.random.default_rng(seed))  # type: ignore[arg-type]
+        goal = sim.poses["goal"][0]
+        assert 2.0 <= math.hypot(goal[0] - 1.0, goal[1] + 1.0) <= 5.0
+        goals.append(goal)
+    assert len({tuple(np.round(g, 6)) for g in goals}) == 20
+    task.reset(sim, np.random.default_rng(3))  # type: ignore[arg-type]
+    again = FakeBase(1.0, -1.0)
+    task.reset(again, np.random.default_rng(3))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(sim.poses["goal"][0], again.poses["goal"][0])
+    assert not task.success(sim)  # type: ignore[arg-type]
+    far = task.reward(sim)  # type: ignore[arg-type]
+    gx, gy, _ = sim.poses["goal"][0]
+    sim.set_body_pose("base_footprint", np.array([gx + 0.4, gy, 0.0]), yaw_quat(0.0))
+    assert task.success(sim)  # type: ignore[arg-type]
+    assert task.reward(sim) > far  # type: ignore[arg-type]
+    sim.set_body_pose("base_footprint", np.array([gx + 0.6, gy, 0.0]), yaw_quat(0.0))
+    assert not task.success(sim)  # type: ignore[arg-type]
+
+
+def test_obstacle_course_layout() -> None:
+    cfg = ObstacleCourseConfig()
+    task = ObstacleCourseTask(cfg)
+    assert task.objects == ("goal", *(f"obstacle_{i}" for i in range(cfg.n_obstacles)))
+    r = husky.OBSTACLE_RADIUS
+    for seed in range(30):
+        sim = FakeBase()
+        task.reset(sim, np.random.default_rng(seed))  # type: ignore[arg-type]
+        goal = sim.poses["goal"][0][:2]
+        placed = [sim.poses[o][0][:2] for o in task.obstacles if o in sim.poses]
+        assert len(placed) >= 3
+        for i, p in enumerate(placed):
+            assert np.linalg.norm(p - goal) >= r + cfg.min_gap - 1e-9
+            for q in placed[i + 1 :]:
+                assert np.linalg.norm(p - q) >= 2 * r + cfg.min_gap - 1e-9
+        # the first obstacle blocks the straight line to the goal
+        u = goal / np.linalg.norm(goal)
+        assert abs(u[0] * placed[0][1] - u[1] * placed[0][0]) <= 0.3 + 1e-9
+        # nothing touches the base at the start
+        assert task.clearance(sim) > 1.0  # type: ignore[arg-type]
+
+
+def test_obstacle_course_collision_penalty() -> None:
+    task = ObstacleCourseTask(ObstacleCourseConfig(n_obstacles=1, collision_penalty=1.0))
+    sim = FakeBase()
+    sim.set_body_pose("goal", np.array([5.0, 0.0, 0.0]), yaw_quat(0.0))
+    # obstacle 0.3 m beyond the front of the chassis (0.504 m from the centre)
+    sim.set_body_pose("obstacle_0", np.array([0.504 + r_plus(0.3), 0.0, 0.0]), yaw_quat(0.0))
+    assert task.clearance(sim) == pytest.approx(0.3, abs=1e-3)  # type: ignore[arg-type]
+    free = task.reward(sim)  # type: ignore[arg-type]
+    sim.set_body_pose("obstacle_0", np.array([0.504 + r_plus(0.0), 0.0, 0.0]), yaw_quat(0.0))
+    assert task.reward(sim) == pytest.approx(free - 1.0, abs=0.05)  # type: ignore[arg-type]
+    # turned 90 deg, the same obstacle is off the narrower side: farther from the outline
+    sim.set_body_pose("base_footprint", np.zeros(3), yaw_quat(math.pi / 2))
+    assert task.clearance(sim) > 0.1  # type: ignore[arg-type]
+
+
+def r_plus(gap: float) -> float:
+    return husky.OBSTACLE_RADIUS + gap
+
+
+# ---- the expert on synthetic observations ---------------------------------------------
+
+
+def expert(task: str = "go_to_goal", **cfg: object) -> BaseExpert:
+    spec = husky.husky_spec(control_hz=20.0)
+    task_cfg = registry.config_class("task", task)()
+    return BaseExpert(BaseExpertConfig(**cfg), spec, task_cfg)  # type: ignore[arg-type]
+
+
+def observation(goal: tuple[float, float], scan: np.ndarray, yaw: float = 0.0) -> Observation:
+    pose = np.concatenate([[0.0, 0.0, 0.0], yaw_quat(yaw)]).astype(np.float32)
+    env = np.array([goal[0], goal[1], 0.0, 1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    state = np.zeros(13, dtype=np.float32)
+    state[2] = yaw
+    return Observation({"state": state, "base_pose": pose, "env_state": env, "scan": scan})
+
+
+def scan_with_post(x: float, y: float, n: int = 64, range_max: float = 10.0) -> np.ndarray:
+    """Ranges (n,) to a 0.25 m post at (x, y) in the base frame (approximate: the centre
+    distance minus the radius for the beams that pass within the radius)."""
+    ang = beam_angles(n, 270.0)
+    d = np.array([math.cos(a) * x + math.sin(a) * y for a in ang])
+    lateral = np.abs([-math.sin(a) * x + math.cos(a) * y for a in ang])
+    hit = (d > 0) & (lateral < husky.OBSTACLE_RADIUS)
+    return np.where(hit, d - husky.OBSTACLE_RADIUS, range_max).astype(np.float32)
+
+
+def test_expert_heads_for_a_free_goal() -> None:
+    pol = expert()
+    free = np.full(64, 10.0, dtype=np.float32)
+    ahead = pol.act(observation((4.0, 0.0), free)).actions[0]
+    assert ahead[0] > 0.5 and abs(ahead[1]) < 1e-6
+    left = pol.act(observation((0.0, 4.0), free)).actions[0]
+    assert left[1] > 0.5 and left[0] < 0.1  # turns towards it before driving
+    pol.reset()
+    at_goal = pol.act(observation((0.05, 0.0), free)).actions[0]
+    np.testing.assert_array_equal(at_goal, [0.0, 0.0])
+
+
+def test_expert_steers_around_an_obstacle() -> None:
+    pol = expert()
+    blocked = scan_with_post(1.5, 0.0)
+    a = pol.act(observation((5.0, 0.0), blocked)).actions[0]
+    assert abs(a[1]) > 0.3  # turns away from the straight line
+    # a post right in front of the bumper: back off
+    pol.reset()
+    close = scan_with_post(0.75, 0.0)
+    b = pol.act(observation((5.0, 0.0), close)).actions[0]
+    assert b[0] < 0
+
+
+def test_expert_rejects_other_tasks_and_robots() -> None:
+    with pytest.raises(ConfigError, match="not 'lift'"):
+        expert("lift")
+    from tether.sim.robots.panda import panda_spec
+
+    with pytest.raises(ConfigError, match="twist"):
+        BaseExpert(BaseExpertConfig(), panda_spec(), GoToGoalConfig())
+
+
+# ---- the expert in closed loop, through the experiment YAMLs ------------------------------
+
+ENGINES = [
+    pytest.param("pybullet", marks=pytest.mark.pybullet),
+    pytest.param("mujoco", marks=pytest.mark.mujoco),
+]
+
+
+def run_episodes(repo, name: str, engine: str, n: int) -> list[dict]:  # type: ignore[no-untyped-def]
+    pytest.importorskip(engine)
+    from tether.sim.loop import run_local_episode
+    from tether.sim.runner import SimRunner
+
+    cfg = load_config(
+        repo / f"configs/experiments/{name}.yaml", [f"sim.type={engine}", "sim.cameras=[]"]
+    )
+    runner = SimRunner(cfg)
+    try:
+        return [run_local_episode(cfg, runner) for _ in range(n)]
+    finally:
+        runner.backend.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_expert_solves_go_to_goal(repo, engine: str) -> None:  # type: ignore[no-untyped-def]
+    results = run_episodes(repo, "husky_go_to_goal", engine, 3)
+    assert [r["success"] for r in results] == [True] * 3, results
+    assert all(r["stale_steps"] == 0 and r["rejected"] == 0 for r in results)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_expert_solves_obstacle_course(repo, engine: str) -> None:  # type: ignore[no-untyped-def]
+    results = run_episodes(repo, "husky_obstacle_course", engine, 5)
+    assert sum(r["success"] for r in results) >= 4, results
