@@ -35,10 +35,9 @@ class TableSimConfig(ComponentConfig):
     headless: bool = True
     # drone worlds only (robot kind quadcopter): action mode, drone count, aerodynamics
     quadrotor: QuadrotorConfig = Field(default_factory=QuadrotorConfig)
+    # mobile bases only: lidar and wheel odometry (ignored for other robot kinds)
+    mobile_base: MobileBaseConfig = Field(default_factory=MobileBaseConfig)
 
     def robot_options(self, kind: str) -> dict[str, object]:
         """Extra keyword arguments of the robot spec factory for a robot of ``kind``."""
         return self.quadrotor.robot_options() if kind == "quadcopter" else {}
-
-    # mobile bases only: lidar and wheel odometry (ignored for other robot kinds)
-    mobile_base: MobileBaseConfig = Field(default_factory=MobileBaseConfig)

@@ -15,7 +15,7 @@ class BaseExpertConfig(ComponentConfig):
     type: Literal["base_expert"] = "base_expert"
     # where the planner's pose comes from: ``base_pose`` (a localization system's estimate;
     # in simulation the true pose stands in for it) or ``odometry`` (``state``: wheel
-    # odometry alone, which drifts by 5-30 % of the distance turned on a skid-steer base)
+    # odometry alone, which drifts by decimetres per pivot turn on a skid-steer base)
     pose_source: Literal["base_pose", "odometry"] = "base_pose"
     # cruise speed (m/s) and yaw-rate limit (rad/s); the robot's limits clip them
     max_speed: float = Field(0.8, gt=0)
