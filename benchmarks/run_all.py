@@ -10,7 +10,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
-BENCHMARKS = ["ros_loop.py", "recorder.py", "quad_sim.py", "policy_latency.py", "quad_train.py"]
+BENCHMARKS = [
+    "ros_loop.py",
+    "recorder.py",
+    "quad_sim.py",
+    "policy_latency.py",
+    "quad_train.py",
+    "safety.py",
+]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
@@ -107,7 +114,8 @@ def policy_latency_table(d: dict) -> list[str]:
     m = d["machine"]
     rows += [
         "",
-        f"`benchmarks/results/policy_latency.json`, {m['date']}, load {m['load_avg_1m']:.1f}.",
+        f"`benchmarks/results/policy_latency.json`, {m['date']}, load {m['load_avg_1m']:.1f}; "
+        "CPU time of the calling thread per call (wall clock in the JSON; shared machine).",
     ]
     return rows
 
@@ -133,6 +141,29 @@ def quad_train_table(d: dict) -> list[str]:
     return rows
 
 
+def safety_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| safety under faults (`benchmarks/results/safety.json`) | value |",
+        "|---|---|",
+    ]
+    for robot, k in d["kills"].items():
+        r = k["reaction_periods"]
+        rows.append(
+            f"| policy server killed {k['kills']}x, {k['robot']} ({robot}) at {k['control_hz']:g} Hz: safe "
+            f"command within 2 periods | {k['safe_within_target']}/{k['kills']} (reaction "
+            f"p50 / p99 / max {r['p50']:g} / {r['p99']:g} / {r['max']:g} periods) |"
+        )
+    for f in d["fuzz"].values():
+        rows.append(
+            f"| fuzzed `{f['topic']}`: sent / rejected / passed / unsafe at the simulator "
+            f"| {f['sent']:,} / {f['rejected']:,} / {f['passed']:,} / {f['unsafe_at_backend']} |"
+        )
+    m = d["machine"]
+    rows.append(f"\n{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}.")
+    return rows
+
+
 def render() -> None:
     lines: list[str] = []
     path = HERE / "results" / "ros_loop.json"
@@ -150,6 +181,9 @@ def render() -> None:
     path = HERE / "results" / "quad_train.json"
     if path.exists():
         lines += quad_train_table(json.loads(path.read_text()))
+    path = HERE / "results" / "safety.json"
+    if path.exists():
+        lines += safety_table(json.loads(path.read_text()))
     text = README.read_text()
     if START not in text or END not in text:
         print("README has no benchmark markers; table not written")

@@ -290,6 +290,7 @@ class DroneFleet:
             return values
         if mode == "thrust_rates":
             return d.pid.thrust_rates(s, values[None])[0]
+        values = d.safety.fence(d.state[0:3], values)  # safety.geofence, if any
         return d.pid.velocity(s, values[None], self.dt)[0]
 
     def _toward(self, d: Drone, max_speed: float) -> np.ndarray:

@@ -15,10 +15,23 @@ from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand
 from tether.core.experiment import build_task, max_episode_steps
 from tether.core.protocols import SimBackend
-from tether.core.safety import SafetyFilter
-from tether.core.spec import CameraSpec
+from tether.core.safety import ForwardKinematics, SafetyFilter
+from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.timing import LatencyTracker, now_ns
 from tether.core.types import ActionChunk, Observation, StepResult
+
+# state layout of a mobile base whose geofence the safety filter checks (husky_spec)
+ODOM_POSE = ("odom_x", "odom_y", "odom_yaw")
+
+
+def workspace_fk(spec: RobotSpec) -> ForwardKinematics | None:
+    """End-effector position (3,) m, robot base frame, of a position-mode action, for the
+    safety filter's workspace box; None for robots without a kinematic model here."""
+    if spec.name == "panda":
+        from tether.sim.robots import panda_kinematics
+
+        return lambda a: panda_kinematics.fk(np.asarray(a, np.float64)[:7])[0]
+    return None
 
 
 class SimRunner:
@@ -32,7 +45,8 @@ class SimRunner:
             "sim", cfg.sim, robot=cfg.robot, task=self.task
         )
         self.spec = self.backend.spec
-        self.safety = SafetyFilter(self.spec, cfg.safety)
+        fk = workspace_fk(self.spec) if cfg.safety.workspace is not None else None
+        self.safety = SafetyFilter(self.spec, cfg.safety, fk=fk)
         self.max_steps = max_episode_steps(cfg)
         self.latency = LatencyTracker()
         self.resets = 0
@@ -41,6 +55,8 @@ class SimRunner:
         self.chunk: ActionChunk | None = None
         self.obs: Observation | None = None
         self.rejected = 0
+        self.last_stale = True  # whether the last step's action came from the watchdog
+        self._last_step_ns: int | None = None
         self._camera_next: dict[str, int] = {}
         self._new_episode_state()
 
@@ -65,6 +81,7 @@ class SimRunner:
         self.obs = self.backend.reset(self.seed)
         self.safety.reset(self.measured(self.obs))
         self.chunk = None
+        self._last_step_ns = None
         self.latency.clear()
         self._camera_next = {c.name: 0 for c in self.spec.cameras}
         self._new_episode_state()
@@ -79,8 +96,33 @@ class SimRunner:
         if not np.all(np.isfinite(chunk.actions)):
             self.rejected += 1
             raise InvalidCommand("chunk contains NaN or inf")
+        if self.obs is not None:
+            try:  # out-of-order or future stamps never replace the chunk in force
+                self.safety.check_stamp(chunk.t0_ns * 1e-9, self.obs.stamp_ns * 1e-9)
+            except InvalidCommand:
+                self.rejected += 1
+                raise
         self.chunk = chunk
         return self.latency.match(chunk.t0_ns)
+
+    def submit_command(self, action: np.ndarray) -> None:
+        """Accept one unstamped action (a cmd_vel twist) for now: in force for about
+        ``safety.watchdog_s``, as a base driver's command timeout."""
+        assert self.obs is not None, "call reset() first"
+        grace = self.cfg.safety.grace_periods
+        rows = max(1, round(self.cfg.safety.watchdog_s / self.spec.dt) - grace)
+        try:  # shape, NaN / inf and values beyond float32 before anything else
+            a = self.safety.validate(action).reshape(1, -1)
+        except InvalidCommand:
+            self.rejected += 1
+            raise
+        self.submit(ActionChunk(np.repeat(a, rows, 0), self.spec.dt, self.obs.stamp_ns))
+
+    def pose(self, obs: Observation) -> np.ndarray | None:
+        """A mobile base's odometry pose (x m, y m, yaw rad) for the geofence, else None."""
+        if self.spec.kind != "mobile_base" or self.spec.state_names[:3] != ODOM_POSE:
+            return None
+        return np.asarray(obs["state"][:3], np.float64)
 
     def answered(self) -> bool:
         """Whether the current chunk has an action for the current sim time."""
@@ -94,11 +136,15 @@ class SimRunner:
             self.wall_start_ns = now_ns()
         t_ns = self.obs.stamp_ns
         t_s = t_ns * 1e-9
+        if self._last_step_ns is not None and t_ns < self._last_step_ns:
+            self.chunk = None  # the clock jumped back: nothing planned before it applies
+        self._last_step_ns = t_ns
         a = self.chunk.action_at(t_ns) if self.chunk is not None else None
-        if a is not None:
-            self.safety.command(a, t_s)
-        out, stale = self.safety.output(t_s, self.measured(self.obs))
+        if a is not None:  # a chunk row is valid for its control period (plus the grace)
+            self.safety.command(a, t_s, valid_s=self.spec.dt)
+        out, stale = self.safety.output(t_s, self.measured(self.obs), self.pose(self.obs))
         self.stale_steps += int(stale)
+        self.last_stale = stale
         res = self.backend.step(out)
         self.obs = res.observation
         self.steps += 1

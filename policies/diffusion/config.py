@@ -33,6 +33,11 @@ class DiffusionModelConfig(BaseModel):
     horizon: int = Field(16, ge=1)
     # rows executed before the next prediction
     execute_steps: int = Field(8, ge=1)
+    # noise predictor: a conditional 1D temporal U-Net, or a residual MLP over the flattened
+    # chunk (far fewer graph nodes: fast on one CPU thread)
+    denoiser: Literal["unet", "mlp"] = "unet"
+    mlp_width: int = Field(256, ge=8)
+    mlp_blocks: int = Field(4, ge=1)
     down_dims: list[int] = Field(default_factory=lambda: [32, 64, 128], min_length=1)
     kernel_size: int = Field(5, ge=1)
     # diffusion-step embedding width

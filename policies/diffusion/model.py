@@ -217,6 +217,35 @@ class ConditionalUnet1d(nn.Module):
         return self.final(h).transpose(1, 2)
 
 
+class MlpDenoiser(nn.Module):
+    """Noise predictor as a residual MLP over the flattened chunk: (B, H, D), (B,), (B, C) ->
+    (B, H, D). Far fewer graph nodes than the U-Net: the choice for tight CPU budgets."""
+
+    def __init__(
+        self, action_dim: int, horizon: int, cond_dim: int, width: int, blocks: int, step_dim: int
+    ) -> None:
+        super().__init__()
+        self.step_mlp = nn.Sequential(
+            nn.Linear(step_dim, 4 * step_dim), nn.Mish(), nn.Linear(4 * step_dim, step_dim)
+        )
+        self.step_dim = step_dim
+        self.inp = nn.Linear(horizon * action_dim + step_dim + cond_dim, width)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(
+                nn.LayerNorm(width), nn.Linear(width, width), nn.Mish(), nn.Linear(width, width)
+            )
+            for _ in range(blocks)
+        )
+        self.out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, horizon * action_dim))
+
+    def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
+        step = self.step_mlp(step_embedding(t, self.step_dim))
+        h = self.inp(torch.cat([x.flatten(1), step, cond], -1))
+        for block in self.blocks:
+            h = h + block(h)
+        return self.out(h).reshape(x.shape)
+
+
 class DiffusionNet(nn.Module):
     """Observation encoder + noise predictor + normalization + noise schedule.
 
@@ -249,13 +278,21 @@ class DiffusionNet(nn.Module):
             e.out_dim  # type: ignore[misc]
             for e in self.encoders.values()
         )
-        self.unet = ConditionalUnet1d(
-            self.action_dim,
-            per_step * cfg.obs_horizon,
-            cfg.down_dims,
-            cfg.kernel_size,
-            cfg.step_embed_dim,
-        )
+        cond_dim = per_step * cfg.obs_horizon
+        self.denoiser: nn.Module
+        if cfg.denoiser == "mlp":
+            self.denoiser = MlpDenoiser(
+                self.action_dim,
+                cfg.horizon,
+                cond_dim,
+                cfg.mlp_width,
+                cfg.mlp_blocks,
+                cfg.step_embed_dim,
+            )
+        else:
+            self.denoiser = ConditionalUnet1d(
+                self.action_dim, cond_dim, cfg.down_dims, cfg.kernel_size, cfg.step_embed_dim
+            )
         self.register_buffer(
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
         )
@@ -281,7 +318,7 @@ class DiffusionNet(nn.Module):
         eps = torch.randn(x0.shape, generator=gen)
         ab = self.alphas_cumprod[t][:, None, None]
         xt = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
-        return F.mse_loss(self.unet(xt, t, self.encode(obs)), eps)
+        return F.mse_loss(self.denoiser(xt, t, self.encode(obs)), eps)
 
     def sample(self, obs: dict[str, Tensor], noise: Tensor, steps: int) -> Tensor:
         """DDIM (eta 0) from ``noise`` (B, H, D) in ``steps`` steps -> actions in robot units.
@@ -298,7 +335,7 @@ class DiffusionNet(nn.Module):
         for t in ts:
             a_t = float(ab[t])
             a_prev = float(ab[t - ratio]) if t - ratio >= 0 else 1.0
-            eps = self.unet(x, tvec * t, cond)
+            eps = self.denoiser(x, tvec * t, cond)
             x0 = ((x - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)).clamp(-1.0, 1.0)
             x = math.sqrt(a_prev) * x0 + math.sqrt(1 - a_prev) * eps
         return self.action_norm.inverse(x)

@@ -124,7 +124,7 @@ class DiffusionTrainer:
             raise ConfigError("train.type must be diffusion for the diffusion trainer")
         m = tc.model
         levels = 2 ** (len(m.down_dims) - 1)
-        if m.horizon % levels:
+        if m.denoiser == "unet" and m.horizon % levels:
             raise ConfigError(
                 f"train.model.horizon: {m.horizon} must be a multiple of {levels} "
                 f"(2 ** (len(down_dims) - 1))"

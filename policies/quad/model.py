@@ -78,7 +78,9 @@ class HoverActor(nn.Module):
 
     def mean(self, features: torch.Tensor) -> torch.Tensor:
         """Normalized action (B, 4), unclipped (the env and the export clip to [-1, 1])."""
-        return self.actor(features * self.feature_scale)
+        scale: torch.Tensor = self.feature_scale  # type: ignore[assignment]
+        out: torch.Tensor = self.actor(features * scale)
+        return out
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.mean(features)

@@ -40,7 +40,7 @@ def _env_factory(experiment: dict[str, Any], alive_bonus: float) -> Any:
             """The hover reward (1 - distance - ...) turns negative far from the target,
             which teaches crashing early; a bonus per step and a floor at 0 prevent it."""
 
-            def reward(self, reward: float) -> float:
+            def reward(self, reward: Any) -> float:
                 return max(0.0, float(reward) + alive_bonus)
 
         return AliveBonus(make_env(parse_experiment(experiment, "sb3 env")))

@@ -48,7 +48,7 @@ def test_ddim_recovers_x0_from_an_exact_noise_predictor() -> None:
         a = ab[t.long()][:, None, None]
         return (x - a.sqrt() * x0) / (1 - a).sqrt()
 
-    net.unet.forward = oracle  # type: ignore[method-assign]
+    net.denoiser.forward = oracle  # type: ignore[method-assign]
     obs = {"state": torch.zeros(1, 2, 9), "env_state": torch.zeros(1, 2, 7)}
     out = net.sample(obs, torch.randn(1, 4, 3), steps=5)
     expected = net.action_norm.inverse(x0)

@@ -118,3 +118,17 @@ def test_unknown_format_is_rejected(state_ckpt: Path) -> None:
 
     with pytest.raises(TetherError, match="onnx, tensorrt"):
         export_checkpoint(state_ckpt, "tflite", None)
+
+
+def test_export_mlp_denoiser_parity(tiny_dataset: Path, tmp_path: Path) -> None:
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    ckpt = tmp_path / "ckpt"
+    cfg = experiment(tiny_dataset, steps=2, denoiser="mlp", mlp_width=16, mlp_blocks=2, horizon=3)
+    DiffusionTrainer.train(cfg, ckpt, resume=False)  # any horizon: no U-Net down-sampling
+    path = export_checkpoint(ckpt, "onnx", tmp_path / "onnx")
+    net, contract = load_net(ckpt)
+    assert type(net.denoiser).__name__ == "MlpDenoiser"
+    assert parity(net, contract, path, seed=2) <= 1e-4

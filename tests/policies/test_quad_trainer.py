@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def _lively_actor(seed: int = 0) -> HoverActor:
     return actor
 
 
-def _initial_batch(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _initial_batch(n: int, seed: int) -> tuple[Any, Any]:
     env = BatchedHoverEnv(n, seed=seed)
     env.reset(seed)
     return torch.from_numpy(env.state.astype(np.float32)), torch.full((n, 4), CRAZYFLIE.hover_rpm)
@@ -56,7 +57,7 @@ def test_policy_gradient_through_the_sim_lowers_the_cost() -> None:
     costs = []
     for _ in range(6):
         loss, *_ = rollout_cost(model, sim, s, rpm, 60, cfg.batched)
-        costs.append(float(loss))
+        costs.append(float(loss.detach()))
         opt.zero_grad()
         loss.backward()
         opt.step()

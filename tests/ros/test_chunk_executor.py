@@ -90,3 +90,39 @@ def test_without_chunks_it_underruns_and_holds(repo) -> None:
         np.testing.assert_allclose(held, Q0[:8], atol=1e-5)  # watchdog: hold where it is
         ex.shutdown()
         node.destroy_node()
+
+
+def test_policy_server_chunk_mode_answers_requests_only(repo) -> None:
+    from rclpy.parameter import Parameter
+
+    from tether_ros.policy_server import PolicyServer
+
+    cfg = load_config(
+        repo / "configs/experiments/panda_lift_demo.yaml", ["policy.type=hold", "policy.horizon=5"]
+    )
+    with ros_context() as ctx:
+        server = PolicyServer(
+            cfg, context=ctx, parameter_overrides=[Parameter("chunk_mode", value=True)]
+        )
+        probe = Node("probe", context=ctx)
+        chunks: list[JointTrajectory] = []
+        per_obs: list[JointTrajectory] = []
+        probe.create_subscription(JointTrajectory, ACTION_CHUNK, chunks.append, itf.COMMAND_QOS)
+        probe.create_subscription(
+            JointTrajectory, itf.JOINT_TRAJECTORY, per_obs.append, itf.COMMAND_QOS
+        )
+        state_pub = probe.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
+        req_pub = probe.create_publisher(Header, CHUNK_REQUEST, itf.COMMAND_QOS)
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(server)
+        ex.add_node(probe)
+        stamp = 1_000_000_000
+        state = conv.joint_state_msg(stamp, server.spec.state_names, Q0)
+        assert spin_until(ex, lambda: state_pub.publish(state) or server.latest is not None)
+        assert spin_until(ex, lambda: req_pub.publish(Header()) or len(chunks) >= 1)
+        msg = chunks[0]
+        assert conv.from_time(msg.header.stamp) == stamp and len(msg.points) == 5
+        np.testing.assert_allclose(msg.points[0].positions, Q0[:8], atol=1e-6)
+        assert per_obs == []  # nothing published per observation in chunk mode
+        ex.shutdown()
+        server.destroy_node()

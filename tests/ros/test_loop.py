@@ -19,6 +19,7 @@ from rcl_interfaces.msg import Log  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from ros_helpers import ros_context, spin_until  # noqa: E402
 from std_msgs.msg import Bool, String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
@@ -155,7 +156,7 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
             n.destroy_node()
 
 
-def test_estop_latches_hold(repo):
+def test_estop_latches_hold_until_the_reset_service(repo):
     cfg = _realtime_cfg(repo, "safety.watchdog_s=10")
     with ros_context() as ctx:
         from rclpy.node import Node
@@ -186,9 +187,16 @@ def test_estop_latches_hold(repo):
         command_offset(0.01)  # ignored while the e-stop is latched
         assert spin_until(ex, lambda: len(received) > n + 20)
         assert all(abs(a[0] - home[0]) < 1e-3 for a in received[n:])
-        estop.publish(Bool(data=False))
-        assert spin_until(ex, lambda: not bridge.runner.safety.estopped)
-        command_offset(0.01)  # accepted again after release
+        estop.publish(Bool(data=False))  # a false alone does not release the latch
+        n = len(received)
+        assert spin_until(ex, lambda: len(received) > n + 20)
+        assert bridge.runner.safety.estopped
+        reset = probe.create_client(Trigger, "/sim_bridge/reset_estop")
+        assert spin_until(ex, reset.service_is_ready)
+        future = reset.call_async(Trigger.Request())
+        assert spin_until(ex, future.done) and future.result().success
+        assert not bridge.runner.safety.estopped
+        command_offset(0.01)  # accepted again after the reset
         assert spin_until(ex, lambda: np.isclose(received[-1][0], home[0] + 0.01, atol=1e-6))
         for node in (probe, bridge):
             node.destroy_node()

@@ -32,6 +32,10 @@ setup(
             "recorder = tether_ros.recorder:main",
             "teleop = tether_ros.teleop:main",
             "chunk_executor = tether_ros.chunk_executor:main",
+            "hardware_bridge = tether_ros.hardware_bridge:main",
+            "mock_arm = tether_ros.mock_nodes:arm_main",
+            "mock_base = tether_ros.mock_nodes:base_main",
+            "mock_autopilot = tether_ros.mock_nodes:autopilot_main",
         ],
     },
 )

@@ -117,6 +117,8 @@ def trajectory_to_chunk(msg: JointTrajectory, spec: RobotSpec) -> ActionChunk:
     actions = np.array(rows, np.float64)
     if not np.isfinite(actions).all():
         raise InvalidCommand("trajectory contains NaN or inf")
+    if (np.abs(actions) > np.finfo(np.float32).max).any():
+        raise InvalidCommand("trajectory contains values beyond float32 (huge)")
     if got != list(want):
         order = [got.index(name) for name in want]
         actions = actions[:, order]

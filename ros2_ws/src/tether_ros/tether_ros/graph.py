@@ -85,6 +85,8 @@ def plan_graph(
 ) -> list[NodeSpec]:
     """The nodes of an experiment: a sim bridge and a policy server in its namespace, plus a
     recorder when ``recorder`` gives its parameters (``output``, optionally ``fps``, ...).
+    With a ``hardware:`` section the hardware bridge replaces the sim bridge, after the mock
+    driver when ``hardware.mock`` (see hardware_nodes).
     ``policy=False`` leaves the policy server out (a human drives through teleop)."""
     path = str(Path(experiment).resolve())
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
@@ -95,8 +97,12 @@ def plan_graph(
     nodes = [
         NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
     ]
+    if cfg.hardware is not None:
+        nodes = hardware_nodes(cfg, params)
     if policy and robot_kind(cfg.robot) == "quadcopter":
-        nodes += drone_policy_servers(cfg, params)
+        # a real drone flies velocity setpoints on cmd_vel (teleop, a planner); the drone
+        # policies are trained on the simulator's rotor commands
+        nodes += drone_policy_servers(cfg, params) if cfg.hardware is None else []
     elif policy:
         nodes.append(
             NodeSpec(
@@ -111,6 +117,23 @@ def plan_graph(
     if recorder is not None:
         rec = {**params, **recorder}
         nodes.append(NodeSpec("recorder", "tether_ros", "recorder", "tether_ros.recorder", ns, rec))
+    return nodes
+
+
+def hardware_nodes(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:
+    """The hardware bridge in place of the sim bridge, after the mock hardware when
+    ``hardware.mock`` (arm and base mocks in the driver's namespace)."""
+    hw = cfg.hardware
+    assert hw is not None
+    ns = cfg.ros.namespace
+    mocks = {"jtc_arm": "mock_arm", "twist_base": "mock_base", "mavlink": "mock_autopilot"}
+    nodes = []
+    if hw.mock and hw.type in mocks:
+        name = mocks[hw.type]
+        mock_ns = ns if hw.type == "mavlink" else hw.driver_namespace.strip("/")
+        nodes.append(NodeSpec(name, "tether_ros", name, "tether_ros.mock_nodes", mock_ns, params))
+    bridge = "tether_ros.hardware_bridge"
+    nodes.append(NodeSpec("hardware_bridge", "tether_ros", "hardware_bridge", bridge, ns, params))
     return nodes
 
 

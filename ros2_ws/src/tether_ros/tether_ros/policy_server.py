@@ -5,7 +5,9 @@ images (when it reads images/<cam>); answers each observation with a JointTrajec
 whose header stamp is the observation's stamp. A stamp that goes back in time (a simulator
 reset) resets the policy; ~/reset (std_srvs/Trigger) does too. Quadcopter experiments serve
 one drone per policy server instead (odom in, cmd_low_level or cmd_vel out): see
-tether_ros.drone_policy.
+tether_ros.drone_policy. Mobile bases: the state comes from odom + the wheel joint_states,
+plus scan and base_pose when the policy reads them (tether_ros.base_bridge); the chunk goes out
+on joint_trajectory with the twist names, stamped, so the bridge's deadline watchdog applies.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tether.core.timing import StampSync, now_ns
 from tether.core.types import IMAGE_PREFIX, Observation
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.base_bridge import BasePolicyInputs
 from tether_ros.drone_policy import DronePolicyIO
 from tether_ros.runtime import experiment_from_params, run_node
 
@@ -48,7 +51,11 @@ class PolicyServer(Node):
             return
         self.objects: tuple[str, ...] = build_task(self.cfg).objects if "env_state" in keys else ()
         self.cameras = [k[len(IMAGE_PREFIX) :] for k in keys if k.startswith(IMAGE_PREFIX)]
-        self.sync = StampSync(("state", *(f"obj/{o}" for o in self.objects)))
+        self.base: BasePolicyInputs | None = None
+        if self.spec.kind == "mobile_base":  # odom + wheel joint_states (+ scan, base_pose)
+            self.base = BasePolicyInputs(self, self.spec, keys, self._offer)
+        state_keys = self.base.required if self.base is not None else ("state",)
+        self.sync = StampSync((*state_keys, *(f"obj/{o}" for o in self.objects)))
         self.images: dict[str, np.ndarray] = {}
         self.last_stamp: int | None = None
         self.last_msg: JointTrajectory | None = None
@@ -57,13 +64,14 @@ class PolicyServer(Node):
         self.pub = self.create_publisher(
             JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS, event_callbacks=itf.FAST_PUB
         )
-        self.create_subscription(
-            JointState,
-            itf.JOINT_STATES,
-            self._on_state,
-            itf.SENSOR_QOS,
-            event_callbacks=itf.FAST_SUB,
-        )
+        if self.base is None:
+            self.create_subscription(
+                JointState,
+                itf.JOINT_STATES,
+                self._on_state,
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
         for name in self.objects:
             self.create_subscription(
                 PoseStamped,
@@ -137,7 +145,9 @@ class PolicyServer(Node):
     def _act(self, stamp: int, ready: dict[str, np.ndarray]) -> None:
         if any(cam not in self.images for cam in self.cameras):
             return  # wait for the first image of every camera
-        data: dict[str, np.ndarray] = {"state": ready["state"]}
+        data: dict[str, np.ndarray] = (
+            self.base.observation(ready) if self.base is not None else {"state": ready["state"]}
+        )
         if self.objects:
             data["env_state"] = np.concatenate([ready[f"obj/{o}"] for o in self.objects])
         for cam in self.cameras:

@@ -5,7 +5,9 @@ episode_status (std_msgs/String, JSON); subscribes joint_trajectory and estop; s
 ~/reset, ~/start_episode, ~/stop_episode (std_srvs/Trigger). Every command passes the
 SafetyFilter (inside SimRunner); a malformed trajectory is logged and dropped. Quadcopter
 experiments get the drone endpoints instead (odom, imu, cmd_vel, cmd_low_level, takeoff, land,
-emergency per drone): see tether_ros.drone_bridge.
+emergency per drone): see tether_ros.drone_bridge. Mobile bases also publish odom, scan and
+base_pose and take cmd_vel: see tether_ros.base_bridge. The e-stop latches: a true on estop
+engages it, only ~/reset_estop (std_srvs/Trigger) releases it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -26,10 +29,12 @@ from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand
 from tether.core.protocols import SimBackend
 from tether.core.timing import now_ns
+from tether.sim.config_mobile_base import LidarConfig
 from tether.sim.factory import robot_kind
 from tether.sim.runner import SimRunner
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.base_bridge import BaseTopics
 from tether_ros.drone_bridge import DroneBridge
 from tether_ros.runtime import experiment_from_params, run_node
 
@@ -43,15 +48,17 @@ class SimBridge(Node):
         self,
         cfg: ExperimentConfig | None = None,
         backend: SimBackend | None = None,
+        node_name: str = "sim_bridge",
         **kwargs: Any,
     ) -> None:
-        super().__init__("sim_bridge", start_parameter_services=False, **kwargs)
+        super().__init__(node_name, start_parameter_services=False, **kwargs)
         self.cfg = cfg or experiment_from_params(self)
-        self.drones: DroneBridge | None = None
+        self.drones: Any = None
         if robot_kind(self.cfg.robot) == "quadcopter":
-            self.drones = DroneBridge(self, self.cfg, backend)
+            self.drones = self._make_drones(backend)
             return
-        self.runner = SimRunner(self.cfg, backend)
+        # the hardware bridge swaps in a Robot behind the SimBackend shape here
+        self.runner = SimRunner(self.cfg, self._make_backend(backend))
         self.spec = self.runner.spec
         self.frame = "world"
         self.mode = self.cfg.ros.rate_mode
@@ -62,6 +69,11 @@ class SimBridge(Node):
         self._last_send: int = 0
         self._got_action = False
         self._status_seq = 0
+        self.base: BaseTopics | None = None
+        if self.spec.kind == "mobile_base":
+            mb = getattr(self.cfg.world, "mobile_base", None)  # simulators; hardware: defaults
+            lidar = mb.lidar if mb is not None else LidarConfig()
+            self.base = BaseTopics(self, self.spec, lidar, self._on_twist, self._reject_twist)
 
         self.pub_clock = self.create_publisher(
             Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
@@ -106,6 +118,7 @@ class SimBridge(Node):
             Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS, event_callbacks=itf.FAST_SUB
         )
         self.create_service(Trigger, "~/reset", self._srv_reset)
+        self.create_service(Trigger, "~/reset_estop", self._srv_reset_estop)
         self.create_service(Trigger, "~/start_episode", self._srv_start)
         self.create_service(Trigger, "~/stop_episode", self._srv_stop)
 
@@ -119,9 +132,15 @@ class SimBridge(Node):
         if self.cfg.episodes.autostart:
             self._start()
         self.get_logger().info(
-            f"{self.spec.name} in {self.cfg.sim.type} at {self.spec.control_hz:g} Hz "
+            f"{self.spec.name} in {self.cfg.world.type} at {self.spec.control_hz:g} Hz "
             f"({self.mode}), task {self.cfg.task.type}"
         )
+
+    def _make_drones(self, backend: SimBackend | None) -> Any:
+        return DroneBridge(self, self.cfg, backend)
+
+    def _make_backend(self, backend: SimBackend | None) -> SimBackend | None:
+        return backend
 
     # --- episode control -------------------------------------------------------------
     def _reset(self) -> None:
@@ -188,9 +207,38 @@ class SimBridge(Node):
 
     # --- commands ----------------------------------------------------------------------
     def _on_estop(self, msg: Bool) -> None:
-        if msg.data != self.runner.safety.estopped:
-            self.get_logger().warning(f"e-stop {'ENGAGED' if msg.data else 'released'}")
-        self.runner.safety.set_estop(bool(msg.data))
+        safety = self.runner.safety
+        if msg.data and not safety.estopped:
+            self.get_logger().warning("e-stop ENGAGED (call ~/reset_estop to release)")
+            safety.engage_estop()
+        elif not msg.data and safety.estopped:
+            self.get_logger().warning(
+                "e-stop stays engaged: a false on estop does not release it, ~/reset_estop does",
+                throttle_duration_sec=1.0,
+            )
+
+    def _srv_reset_estop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        was = self.runner.safety.estopped
+        self.runner.safety.release_estop()
+        if was:
+            self.get_logger().warning("e-stop released (~/reset_estop)")
+        resp.success = True
+        resp.message = "e-stop released" if was else "e-stop was not engaged"
+        return resp
+
+    def _on_twist(self, action: np.ndarray) -> None:
+        try:
+            self.runner.submit_command(action)
+        except InvalidCommand as exc:
+            self._reject_twist(exc)
+            return
+        self._got_action = True
+        if self.mode == "lockstep" and self.running and self.runner.answered():
+            self._step()
+
+    def _reject_twist(self, exc: Exception) -> None:
+        self.rejected += 1
+        self.get_logger().warning(f"rejected cmd_vel: {exc}", throttle_duration_sec=1.0)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
@@ -253,7 +301,13 @@ class SimBridge(Node):
             frame = f"{cam.name}_optical_frame"
             img_pub.publish(conv.image_msg(self.runner.backend.render(cam.name), stamp, frame))
             info_pub.publish(conv.camera_info_msg(cam, stamp, frame))
-        js = conv.joint_state_msg(stamp, self.spec.state_names, obs["state"], obs.get("velocity"))
+        if self.base is not None:
+            self.base.publish(obs)
+            js = self.base.joint_states(obs)
+        else:
+            js = conv.joint_state_msg(
+                stamp, self.spec.state_names, obs["state"], obs.get("velocity")
+            )
         self._last_send = now_ns()
         if stamp != self._stamp or self._wait_since is None:
             self._stamp, self._wait_since = stamp, self._last_send

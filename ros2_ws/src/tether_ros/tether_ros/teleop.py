@@ -5,7 +5,8 @@ joint_trajectory (trajectory_msgs/JointTrajectory, one point, header stamp = the
 joint_states stamp). Mobile bases and drones: cmd_vel (geometry_msgs/Twist). While the
 dead-man is released nothing is sent, so the bridge's watchdog holds. The e-stop publishes
 std_msgs/Bool on ``estop`` (true when engaged, false on release); ``~/release_estop``
-(std_srvs/Trigger) releases it. Episode keys call ``<episode_node>/start_episode``,
+(std_srvs/Trigger) releases it: the bridges latch the e-stop, so it also calls their
+``reset_estop`` (``sim_bridge/reset_estop``, ``hardware_bridge/reset_estop``). Episode keys call ``<episode_node>/start_episode``,
 ``stop_episode`` and ``discard_episode`` (std_srvs/Trigger) and are announced on
 ``teleop_events`` (std_msgs/String, JSON ``{"event": ..., "seq": ..., "stamp_ns": ...}``,
 ``stop_success`` / ``stop_fail`` carry the operator's verdict).
@@ -50,6 +51,8 @@ from tether_ros.runtime import experiment_from_params, run_node
 CMD_VEL = "cmd_vel"
 TELEOP_EVENTS = "teleop_events"
 HOLD_PERIODS = 5
+# the bridges whose latched e-stop ~/release_estop resets (their reset_estop service)
+BRIDGES = ("sim_bridge", "hardware_bridge")
 ESTOP_REPEAT_S = 1.0  # re-announce an engaged e-stop this often (late joiners)
 EVENT_SERVICE = {
     EpisodeEvent.START: "start_episode",
@@ -145,6 +148,9 @@ class Teleop(Node):
             srv: self.create_client(Trigger, f"{node}/{srv}") for srv in set(EVENT_SERVICE.values())
         }
         self.create_service(Trigger, "~/release_estop", self._srv_release_estop)
+        self._reset_estop_clients: list[Any] = [
+            self.create_client(Trigger, f"{bridge}/reset_estop") for bridge in BRIDGES
+        ]
         self.create_timer(self.spec.dt, self._tick)
         self.get_logger().info(
             f"teleop: {self.device.name} -> {self.spec.name} ({self.kind}) at "
@@ -263,7 +269,12 @@ class Teleop(Node):
             release()
         self.pub_estop.publish(Bool(data=False))
         self._estop = False
-        resp.success, resp.message = True, "e-stop released"
+        # a false on estop no longer releases a bridge's latch: its reset service does
+        bridges = [c for c in self._reset_estop_clients if c.service_is_ready()]
+        for client in bridges:
+            client.call_async(Trigger.Request())
+        resp.success = True
+        resp.message = f"e-stop released ({len(bridges)} bridge(s) asked to reset)"
         return resp
 
     def _episode_event(self, ev: EpisodeEvent) -> None:

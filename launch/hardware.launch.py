@@ -1,0 +1,98 @@
+"""Launch the hardware bridge + policy server graph of an experiment (ROS 2 installs).
+
+    ros2 launch tether_ros hardware.launch.py robot:=panda mock:=true
+    ros2 launch tether_ros hardware.launch.py experiment:=my_ur5.yaml mock:=false
+
+The same graph as sim.launch.py with the sim bridge swapped for the hardware bridge (same
+topics and services); ``mock:=true`` starts mock hardware with the driver's interface in
+front of it (a ros2_control-like arm, a cmd_vel/odom base, or a PX4-like autopilot on UDP
+loopback). ``mock:=false`` talks to the device; without one the bridge exits with one
+sentence. The nodes come from tether_ros.graph.plan_graph, as for `tether up`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from tether.core.config import load_config
+from tether.core.errors import ConfigError
+from tether_ros.graph import find_repo_file, graph_env, plan_graph
+
+# the experiment each robot runs when none is given
+ROBOT_EXPERIMENTS = {
+    "panda": "configs/experiments/panda_lift_mock.yaml",
+    "husky": "configs/experiments/husky_go_to_goal_mock.yaml",
+    "crazyflie": "configs/experiments/quad_mavlink_mock.yaml",
+}
+ARGS = {
+    "robot": ("panda", f"robot whose hardware experiment runs ({', '.join(ROBOT_EXPERIMENTS)})"),
+    "experiment": ("", "experiment YAML with a hardware: section (default: the robot's)"),
+    "mock": ("true", "true: mock hardware with the driver's interface; false: the real device"),
+}
+
+
+def _experiment_path(value: str) -> str:
+    if os.path.exists(value):
+        return os.path.abspath(value)
+    try:  # installed by colcon: share/tether_ros/configs/...
+        from ament_index_python.packages import get_package_share_directory
+
+        shared = os.path.join(get_package_share_directory("tether_ros"), value)
+        if os.path.exists(shared):
+            return shared
+    except Exception:  # noqa: BLE001 - not in an ament environment
+        pass
+    return str(find_repo_file(value))
+
+
+def hardware_overrides(mock: str) -> list[str]:
+    """Dotted overrides from the launch arguments (``mock:=false`` -> hardware.mock=false)."""
+    value = mock.strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"mock:={mock}: expected true or false")
+    return [f"hardware.mock={'true' if value in ('true', '1', 'yes') else 'false'}"]
+
+
+def _graph(context, *args, **kwargs):
+    get = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
+    experiment = get["experiment"]
+    if not experiment:
+        if get["robot"] not in ROBOT_EXPERIMENTS:
+            raise ConfigError(
+                f"robot:={get['robot']}: no hardware experiment for it (known: "
+                f"{', '.join(ROBOT_EXPERIMENTS)}); pass experiment:=<yaml>"
+            )
+        experiment = ROBOT_EXPERIMENTS[get["robot"]]
+    experiment = _experiment_path(experiment)
+    overrides = hardware_overrides(get["mock"])
+    if load_config(experiment).hardware is None:
+        raise ConfigError(f"{experiment}: no hardware: section (use sim.launch.py)")
+    cfg = load_config(experiment, overrides)
+    env = graph_env(cfg)
+    added = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    actions = [SetEnvironmentVariable(k, v) for k, v in sorted(added.items())]
+    for spec in plan_graph(experiment, overrides):
+        actions.append(
+            Node(
+                package=spec.package,
+                executable=spec.executable,
+                name=spec.name,
+                namespace=spec.namespace or None,
+                parameters=[spec.parameters],
+                output="screen",
+                emulate_tty=True,
+            )
+        )
+    return actions
+
+
+def generate_launch_description() -> LaunchDescription:
+    declared = [
+        DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in ARGS.items()
+    ]
+    return LaunchDescription([*declared, OpaqueFunction(function=_graph)])
