@@ -38,11 +38,11 @@ class EpisodeManager:
         self.log: list[str] = []
         self._steps: deque[Any] = deque()  # service clients still to call, in order
         self._pending: tuple[str, Any] | None = None
-        self._sim = {
+        self._sim: dict[str, Any] = {
             name: node.create_client(Trigger, f"{sim_bridge}/{name}")
             for name in ("reset", "start_episode", "stop_episode")
         }
-        self._rec = {
+        self._rec: dict[str, Any] = {
             name: node.create_client(Trigger, f"{recorder}/{name}")
             for name in ("stop_episode", "discard_episode")
         }
