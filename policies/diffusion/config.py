@@ -40,6 +40,13 @@ class DiffusionModelConfig(BaseModel):
     mlp_blocks: int = Field(4, ge=1)
     down_dims: list[int] = Field(default_factory=lambda: [32, 64, 128], min_length=1)
     kernel_size: int = Field(5, ge=1)
+    # U-Net GroupNorm groups (each down_dims entry must be a multiple). 1 exports as one
+    # LayerNormalization node per norm; more groups need five (reshape, normalize, reshape,
+    # scale, shift) and per-node overhead dominates onnxruntime's CPU time at batch 1
+    norm_groups: int = Field(8, ge=1)
+    # U-Net activation: mish (the paper's; three slow nodes in ONNX) or silu (x * sigmoid(x),
+    # which onnxruntime fuses into one vectorized QuickGelu node)
+    activation: Literal["mish", "silu"] = "mish"
     # diffusion-step embedding width
     step_embed_dim: int = Field(64, ge=4)
     # image encoder: channels of its three ResNet stages and its keypoints (spatial softmax)

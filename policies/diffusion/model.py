@@ -133,19 +133,30 @@ def step_embedding(t: Tensor, dim: int) -> Tensor:
     return torch.cat([arg.sin(), arg.cos()], -1)
 
 
+def make_activation(name: str) -> nn.Module:
+    """The U-Net activation: ``mish`` or ``silu``."""
+    return nn.SiLU() if name == "silu" else nn.Mish()
+
+
 class Conv1dBlock(nn.Sequential):
-    def __init__(self, cin: int, cout: int, k: int) -> None:
-        super().__init__(nn.Conv1d(cin, cout, k, padding=k // 2), nn.GroupNorm(8, cout), nn.Mish())
+    def __init__(self, cin: int, cout: int, k: int, groups: int = 8, act: str = "mish") -> None:
+        super().__init__(
+            nn.Conv1d(cin, cout, k, padding=k // 2),
+            nn.GroupNorm(groups, cout),
+            make_activation(act),
+        )
 
 
 class CondResBlock1d(nn.Module):
     """Two conv blocks with FiLM (per-channel scale and bias) from the conditioning vector."""
 
-    def __init__(self, cin: int, cout: int, cond_dim: int, k: int) -> None:
+    def __init__(
+        self, cin: int, cout: int, cond_dim: int, k: int, groups: int = 8, act: str = "mish"
+    ) -> None:
         super().__init__()
-        self.b1 = Conv1dBlock(cin, cout, k)
-        self.b2 = Conv1dBlock(cout, cout, k)
-        self.film = nn.Sequential(nn.Mish(), nn.Linear(cond_dim, 2 * cout))
+        self.b1 = Conv1dBlock(cin, cout, k, groups, act)
+        self.b2 = Conv1dBlock(cout, cout, k, groups, act)
+        self.film = nn.Sequential(make_activation(act), nn.Linear(cond_dim, 2 * cout))
         self.skip = nn.Conv1d(cin, cout, 1) if cin != cout else nn.Identity()
         self.cout = cout
 
@@ -159,14 +170,22 @@ class ConditionalUnet1d(nn.Module):
     """Noise predictor: noisy actions (B, H, D), step (B,), condition (B, C) -> (B, H, D)."""
 
     def __init__(
-        self, action_dim: int, cond_dim: int, down_dims: list[int], k: int, step_dim: int
+        self,
+        action_dim: int,
+        cond_dim: int,
+        down_dims: list[int],
+        k: int,
+        step_dim: int,
+        groups: int = 8,
+        act: str = "mish",
     ) -> None:
         super().__init__()
         self.step_mlp = nn.Sequential(
-            nn.Linear(step_dim, 4 * step_dim), nn.Mish(), nn.Linear(4 * step_dim, step_dim)
+            nn.Linear(step_dim, 4 * step_dim), make_activation(act), nn.Linear(4 * step_dim, step_dim)
         )
         self.step_dim = step_dim
         c = cond_dim + step_dim
+        blk = lambda i, o: CondResBlock1d(i, o, c, k, groups, act)  # noqa: E731
         dims = [action_dim, *down_dims]
         self.down = nn.ModuleList()
         for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
@@ -174,28 +193,29 @@ class ConditionalUnet1d(nn.Module):
             self.down.append(
                 nn.ModuleList(
                     [
-                        CondResBlock1d(cin, cout, c, k),
-                        CondResBlock1d(cout, cout, c, k),
+                        blk(cin, cout),
+                        blk(cout, cout),
                         nn.Conv1d(cout, cout, 3, 2, 1) if not last else nn.Identity(),
                     ]
                 )
             )
         mid = down_dims[-1]
-        self.mid = nn.ModuleList([CondResBlock1d(mid, mid, c, k), CondResBlock1d(mid, mid, c, k)])
+        self.mid = nn.ModuleList([blk(mid, mid), blk(mid, mid)])
         self.up = nn.ModuleList()
         rev = list(reversed(down_dims))
         for cout, cin in zip(rev[1:], rev[:-1], strict=True):
             self.up.append(
                 nn.ModuleList(
                     [
-                        CondResBlock1d(2 * cin, cout, c, k),
-                        CondResBlock1d(cout, cout, c, k),
+                        blk(2 * cin, cout),
+                        blk(cout, cout),
                         nn.ConvTranspose1d(cout, cout, 4, 2, 1),
                     ]
                 )
             )
         self.final = nn.Sequential(
-            Conv1dBlock(down_dims[0], down_dims[0], k), nn.Conv1d(down_dims[0], action_dim, 1)
+            Conv1dBlock(down_dims[0], down_dims[0], k, groups, act),
+            nn.Conv1d(down_dims[0], action_dim, 1),
         )
 
     def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
@@ -291,7 +311,13 @@ class DiffusionNet(nn.Module):
             )
         else:
             self.denoiser = ConditionalUnet1d(
-                self.action_dim, cond_dim, cfg.down_dims, cfg.kernel_size, cfg.step_embed_dim
+                self.action_dim,
+                cond_dim,
+                cfg.down_dims,
+                cfg.kernel_size,
+                cfg.step_embed_dim,
+                cfg.norm_groups,
+                cfg.activation,
             )
         self.register_buffer(
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)

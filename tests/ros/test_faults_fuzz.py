@@ -175,3 +175,66 @@ def test_fuzzed_low_level_commands_never_reach_the_drone_unsafely(repo):
         assert spin_until(ex, lambda: len(received) > n0 + 5)  # still stepping
         for n in (probe, bridge):
             n.destroy_node()
+
+
+@pytest.mark.slow
+def test_fuzzed_joint_trajectories_never_reach_the_mock_arm_unsafely(repo):
+    """The same fuzz into hardware_bridge, whose commands go to a mock ros2_control arm over
+    its JointTrajectory interface: every trajectory the driver receives is finite, within
+    the joint limits and within the rate limit, and the driver never rejects one."""
+    from hardware_helpers import spinning
+
+    from tether_ros.hardware_bridge import HardwareBridge
+    from tether_ros.mock_nodes import MockArmNode
+
+    n_msgs = 2000
+    cfg = load_config(
+        repo / "configs/experiments/panda_lift_mock.yaml",
+        [*RUN[1:], "hardware.mock_options={latency_s: 0.0}"],
+    )
+    rng = np.random.default_rng(1)
+    with ros_context() as ctx:
+        mock = MockArmNode(cfg, context=ctx, namespace="/driver")
+        driver_got: list[np.ndarray] = []
+        real_send = mock.arm.send_trajectory
+
+        def send(points, times):
+            driver_got.append(np.array(points, copy=True))
+            return real_send(points, times)
+
+        mock.arm.send_trajectory = send
+        with spinning(mock):
+            bridge = HardwareBridge(cfg, context=ctx)
+            spy = BridgeSpy(bridge)
+            probe = Node("fuzzer", context=ctx)
+            pub = probe.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS)
+            ex = SingleThreadedExecutor(context=ctx)
+            for n in (bridge, probe):
+                ex.add_node(n)
+            assert spin_until(
+                ex, lambda: pub.get_subscription_count() > 0 and len(spy.steps) > 3, 20
+            )
+            names = bridge.spec.action.names
+
+            def make() -> JointTrajectory:
+                return fuzz_trajectory(
+                    rng, names, bridge.runner.obs.stamp_ns, bridge.spec.dt, 3.0
+                )
+
+            seen = fuzz_topic(ex, pub, make, lambda: spy.accepted + bridge.rejected, n_msgs)
+            assert seen == n_msgs
+            assert bridge.rejected > n_msgs // 2 and spy.accepted > 20
+            safety = bridge.runner.safety
+            bad = check_steps(spy.steps, safety.low, safety.high, safety.max_step)
+            assert bad == {"not_finite": 0, "out_of_limits": 0, "too_fast": 0}, bad
+            n = len(driver_got)
+            assert spin_until(ex, lambda: len(driver_got) > n + 5, 10)  # still commanding
+            q = mock.arm.q.copy()
+            for node in (probe, bridge):
+                node.destroy_node()
+    sent = np.concatenate(driver_got)
+    assert len(driver_got) > 100 and np.isfinite(sent).all()
+    arm = mock.arm
+    assert (sent >= arm.lower - 1e-9).all() and (sent <= arm.upper + 1e-9).all()
+    assert mock.rejected == 0  # nothing malformed got as far as the driver
+    assert ((q >= arm.lower - 1e-6) & (q <= arm.upper + 1e-6)).all()
