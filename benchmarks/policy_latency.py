@@ -2,9 +2,12 @@
 state-only and 96x96 image variants, 10 and 100 DDIM steps, side by side in one run.
 
 The networks have the architecture of configs/experiments/panda_lift_diffusion*.yaml
-(untrained weights: latency does not depend on them). Both runtimes get the same inputs;
-the ORT model is the exported graph (normalization and the DDIM loop inside). Writes
-benchmarks/results/policy_latency.json.
+(untrained weights: latency does not depend on them). Both runtimes get the same inputs.
+torch eager runs ``DiffusionNet.sample`` (what the torch policy runs); the ORT model is the
+exported graph (normalization and the DDIM loop inside, in the node-lean inference form of
+tether.policies.diffusion.inference). ``ort_reference_graph_ms`` times ``net.sample`` traced
+as is (the export before that form), and each case records the node counts of both graphs
+before and after onnxruntime's optimizations. Writes benchmarks/results/policy_latency.json.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ VARIANTS: dict[str, tuple[str, list[str], dict[str, list[int]]]] = {
         IMAGE,
     ),
 }
+# the latency budget at 10 DDIM steps (ORT CPU, one thread, batch 1) and the least speedup
+# over torch eager
+TARGET_P99_MS = {"state_unet": 5.0, "image96_unet": 20.0}
+MIN_SPEEDUP = 3.0
 
 
 def _pct(samples: list[float]) -> dict[str, float]:
@@ -45,6 +52,7 @@ def _pct(samples: list[float]) -> dict[str, float]:
         "p50": float(np.percentile(a, 50)),
         "p99": float(np.percentile(a, 99)),
         "mean": float(a.mean()),
+        "min": float(a.min()),
         "n": len(a),
     }
 
@@ -64,17 +72,43 @@ def _time(fn: Any, n: int, warmup: int = 3) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def _nodes(path: Path) -> dict[str, int]:
+    """Node counts of an ONNX graph as exported and after onnxruntime's optimizations."""
+    import onnx
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3  # the "hardware specific optimizations" warning
+    opt = path.with_name(path.stem + ".opt.onnx")
+    opts.optimized_model_filepath = str(opt)
+    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return {
+        "exported": len(onnx.load(str(path)).graph.node),
+        "optimized": len(onnx.load(str(opt)).graph.node),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, nargs="+", default=[10, 100])
-    ap.add_argument("--iters", type=int, default=100, help="timed calls at 10 steps")
+    ap.add_argument("--iters", type=int, default=200, help="timed calls at 10 steps")
+    ap.add_argument(
+        "--no-reference", action="store_true", help="skip timing the graph of net.sample as is"
+    )
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = ap.parse_args()
 
     import torch
 
     from tether.policies.diffusion.checkpoint import build_net, synthetic_contract
-    from tether.policies.diffusion.export import SampleGraph, example_inputs, export_onnx
+    from tether.policies.diffusion.export import (
+        SampleGraph,
+        example_inputs,
+        export_onnx,
+        model_json,
+    )
     from tether.policies.runtime import OnnxModel
 
     torch.set_num_threads(1)
@@ -91,7 +125,7 @@ def main() -> int:
             for steps in args.steps:
                 n = max(10, args.iters * 10 // steps)
                 x = example_inputs(net, contract)
-                graph = SampleGraph(net, steps).eval()
+                graph = SampleGraph(net, steps, fast=False).eval()
 
                 def run_torch(graph: Any = graph, x: Any = x) -> None:
                     with torch.inference_mode():
@@ -102,9 +136,16 @@ def main() -> int:
                 feeds = {
                     i["name"]: t.numpy() for i, t in zip(model.contract["inputs"], x, strict=True)
                 }
+                nodes = {"ort_graph": _nodes(path)}
                 t_wall, t_cpu = _time(run_torch, n)
                 o_wall, o_cpu = _time(lambda m=model, f=feeds: m.run(f), n)
                 t_ms, o_ms = _pct(t_cpu), _pct(o_cpu)
+                ref_ms = None
+                if not args.no_reference:
+                    ref = _export_reference(graph, x, model_json(net, contract, steps), tmp)
+                    nodes["reference_graph"] = _nodes(ref)
+                    ref_model = OnnxModel(ref, threads=1, providers=["cpu"])
+                    ref_ms = _pct(_time(lambda m=ref_model, f=feeds: m.run(f), n)[1])
                 case = {
                     "variant": variant,
                     "denoiser": model_cfg.denoiser,
@@ -117,14 +158,42 @@ def main() -> int:
                     "torch_eager_wall_ms": _pct(t_wall),
                     "ort_cpu_1thread_wall_ms": _pct(o_wall),
                     "speedup_p50": t_ms["p50"] / o_ms["p50"],
+                    "speedup_p99": t_ms["p99"] / o_ms["p99"],
+                    "ort_reference_graph_ms": ref_ms,
+                    "nodes": nodes,
                 }
                 cases.append(case)
                 print(
                     f"{variant:12s} {steps:3d} steps (CPU ms): torch p50 {t_ms['p50']:7.2f} p99 "
                     f"{t_ms['p99']:7.2f} ms | ORT p50 {o_ms['p50']:6.2f} p99 {o_ms['p99']:6.2f} "
-                    f"ms | x{case['speedup_p50']:.1f}",
+                    f"ms | x{case['speedup_p50']:.1f} | {nodes['ort_graph']['optimized']} nodes"
+                    + (
+                        f" (reference graph p50 {ref_ms['p50']:.2f} p99 {ref_ms['p99']:.2f} ms, "
+                        f"{nodes['reference_graph']['optimized']} nodes)"
+                        if ref_ms
+                        else ""
+                    ),
                     flush=True,
                 )
+    checks = [
+        {
+            "variant": c["variant"],
+            "steps": c["steps"],
+            "ort_p99_ms": c["ort_cpu_1thread_ms"]["p99"],
+            "target_p99_ms": TARGET_P99_MS[c["variant"]],
+            "speedup_p50": c["speedup_p50"],
+            "met": c["ort_cpu_1thread_ms"]["p99"] <= TARGET_P99_MS[c["variant"]]
+            and c["speedup_p50"] >= MIN_SPEEDUP,
+        }
+        for c in cases
+        if c["steps"] == 10 and c["variant"] in TARGET_P99_MS
+    ]
+    for check in checks:
+        print(
+            f"target {check['variant']} 10 steps: ORT p99 {check['ort_p99_ms']:.2f} <= "
+            f"{check['target_p99_ms']} ms and >= x{MIN_SPEEDUP} torch: "
+            f"{'met' if check['met'] else 'NOT met'}"
+        )
     write_result(
         "policy_latency",
         {
@@ -133,10 +202,38 @@ def main() -> int:
             "load_avg_1m_end": __import__("os").getloadavg()[0],
             "torch": torch.__version__,
             "onnxruntime": __import__("onnxruntime").__version__,
+            "targets": checks,
             "cases": cases,
         },
     )
     return 0
+
+
+def _export_reference(graph: Any, x: Any, meta: dict[str, Any], tmp: str) -> Path:
+    """``net.sample`` traced as is (opset 17, the TorchScript exporter): the graph export
+    wrote before the inference form, for comparison."""
+    import json
+    import warnings
+
+    import torch
+
+    out = Path(tmp) / "reference"
+    out.mkdir(exist_ok=True)
+    path = out / "model.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            graph,
+            tuple(x),
+            str(path),
+            input_names=[i["name"] for i in meta["inputs"]],
+            output_names=["actions"],
+            opset_version=17,
+            dynamo=False,
+            do_constant_folding=True,
+        )
+    (out / "model.json").write_text(json.dumps(meta))
+    return path
 
 
 if __name__ == "__main__":

@@ -129,6 +129,11 @@ class DiffusionTrainer:
                 f"train.model.horizon: {m.horizon} must be a multiple of {levels} "
                 f"(2 ** (len(down_dims) - 1))"
             )
+        if m.denoiser == "unet" and any(d % m.norm_groups for d in m.down_dims):
+            raise ConfigError(
+                f"train.model.norm_groups: {m.norm_groups} must divide every down_dims entry "
+                f"({m.down_dims})"
+            )
         if m.execute_steps > m.horizon:
             raise ConfigError("train.model.execute_steps: must not exceed horizon")
         if not tc.dataset.exists():

@@ -146,3 +146,31 @@ def test_missing_feature_names_the_key(tiny_dataset: Path, tmp_path: Path) -> No
     cfg = experiment(tiny_dataset, obs_keys=["state", "images/wrist"])
     with pytest.raises(TetherError, match="observation.images.wrist"):
         DiffusionTrainer.train(cfg, tmp_path, resume=False)
+
+
+def test_norm_groups_must_divide_down_dims(tiny_dataset: Path, tmp_path: Path) -> None:
+    from tether.core.errors import ConfigError
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    with pytest.raises(ConfigError, match="norm_groups"):
+        DiffusionTrainer.train(experiment(tiny_dataset, norm_groups=3), tmp_path, resume=False)
+
+
+def test_silu_single_group_unet_trains_and_samples(tiny_dataset: Path, tmp_path: Path) -> None:
+    """The latency-friendly architecture (norm_groups 1, silu) is stored in the contract and
+    rebuilt from it on load."""
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    cfg = experiment(tiny_dataset, steps=2, norm_groups=1, activation="silu")
+    DiffusionTrainer.train(cfg, tmp_path, resume=False)
+    net, contract = load_net(tmp_path)
+    assert contract["model"]["norm_groups"] == 1 and contract["model"]["activation"] == "silu"
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.GroupNorm)]
+    assert norms and all(m.num_groups == 1 for m in norms)
+    assert any(isinstance(m, torch.nn.SiLU) for m in net.modules())
+    assert not any(isinstance(m, torch.nn.Mish) for m in net.denoiser.modules())
+    obs = {"state": torch.zeros(1, 2, 9), "env_state": torch.zeros(1, 2, 7)}
+    with torch.no_grad():
+        out = net.sample(obs, torch.randn(1, 4, 8), steps=3)
+    assert out.shape == (1, 4, 8) and bool(torch.isfinite(out).all())

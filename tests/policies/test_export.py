@@ -132,3 +132,88 @@ def test_export_mlp_denoiser_parity(tiny_dataset: Path, tmp_path: Path) -> None:
     net, contract = load_net(ckpt)
     assert type(net.denoiser).__name__ == "MlpDenoiser"
     assert parity(net, contract, path, seed=2) <= 1e-4
+
+
+@pytest.mark.parametrize(
+    ("norm_groups", "activation"), [(8, "mish"), (1, "silu"), (2, "silu"), (1, "mish")]
+)
+def test_inference_form_computes_net_sample(norm_groups: int, activation: str) -> None:
+    """The node-lean form export traces (folded FiLM step terms, 2D convolutions, one-node
+    norms, rewritten Mish) is the same function as DiffusionNet.sample."""
+    from policy_helpers import TINY_MODEL
+
+    from tether.policies.diffusion.checkpoint import build_net, synthetic_contract
+    from tether.policies.diffusion.config import DiffusionModelConfig
+    from tether.policies.diffusion.export import SampleGraph, example_inputs
+
+    cfg = DiffusionModelConfig(
+        **{**TINY_MODEL, "norm_groups": norm_groups, "activation": activation, "horizon": 8}
+    )
+    contract = synthetic_contract(cfg, {"state": [9], "env_state": [7]})
+    torch.manual_seed(0)
+    net = build_net(contract).eval()
+    with torch.no_grad():  # non-trivial norm affines and biases (trained nets have them)
+        for name, p in net.named_parameters():
+            if name.endswith(("weight", "bias")) and p.dim() == 1:
+                p.add_(0.3 * torch.randn_like(p))
+    x = example_inputs(net, contract, seed=4)
+    with torch.no_grad():
+        ref = SampleGraph(net, 5, fast=False)(*x)
+        got = SampleGraph(net, 5)(*x)
+    assert ref.shape == got.shape == (1, 8, 8)
+    assert float((ref - got).abs().max()) <= 1e-5
+    assert float(ref.abs().max()) > 0.0
+
+
+def _op_counts(path: Path) -> dict[str, int]:
+    import collections
+
+    import onnx
+
+    return dict(collections.Counter(n.op_type for n in onnx.load(str(path)).graph.node))
+
+
+def test_export_graph_is_node_lean(tiny_dataset: Path, tmp_path: Path) -> None:
+    """With norm_groups 1 and silu every conv block is Conv + LayerNormalization + Sigmoid/Mul
+    (onnxruntime: QuickGelu), FiLM is one MatMul for all blocks and steps, and nothing is
+    left of the exporter's GroupNorm/Mish decompositions or shape arithmetic."""
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    ckpt = tmp_path / "ckpt"
+    cfg = experiment(tiny_dataset, steps=2, norm_groups=1, activation="silu")
+    DiffusionTrainer.train(cfg, ckpt, resume=False)
+    path = export_checkpoint(ckpt, "onnx", tmp_path / "onnx")
+    net, contract = load_net(ckpt)
+    assert parity(net, contract, path, seed=5) <= 1e-4
+    ops = _op_counts(path)
+    steps = net.cfg.num_inference_steps  # 5
+    # down_dims [8, 16]: 4 down + 2 mid + 2 up residual blocks (2 norms each) + final block
+    norms_per_step = 2 * 8 + 1
+    assert ops["LayerNormalization"] == steps * norms_per_step
+    assert ops["Sigmoid"] == steps * norms_per_step + 1  # + the FiLM activation of cond
+    for gone in ("InstanceNormalization", "Softplus", "Tanh", "Shape", "Gemm", "Slice"):
+        assert gone not in ops, gone
+    assert ops["MatMul"] == 1 and ops["Split"] == 1
+    assert ops.get("Transpose", 0) <= 2  # noise in, actions out
+    # per residual block at most 12 nodes (2 x conv/norm/sigmoid/mul, FiLM mul/add, residual
+    # add, skip conv), per step 16 more (final block, down/up sampling, concat, DDIM update)
+    assert sum(ops.values()) - ops.get("Constant", 0) <= steps * (12 * 8 + 16) + 16
+
+
+def test_export_is_far_smaller_than_tracing_sample(state_ckpt: Path, tmp_path: Path) -> None:
+    """The default architecture (GroupNorm 8, Mish): the inference form still drops the
+    per-step FiLM/step-embedding work and the GroupNorm shape arithmetic."""
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint, parity
+
+    path = export_checkpoint(state_ckpt, "onnx", tmp_path)
+    net, contract = load_net(state_ckpt)
+    assert parity(net, contract, path, seed=6) <= 1e-4
+    ops = _op_counts(path)
+    for gone in ("InstanceNormalization", "Softplus", "Tanh", "Shape", "Gemm", "Sin", "Cos"):
+        assert gone not in ops, gone
+    steps = net.cfg.num_inference_steps
+    assert ops["LayerNormalization"] == steps * 17
+    assert ops["Exp"] == steps * 17 + 1  # Mish as x * n / (n + 2), n = e^x (e^x + 2)

@@ -217,9 +217,7 @@ def test_fuzzed_joint_trajectories_never_reach_the_mock_arm_unsafely(repo):
             names = bridge.spec.action.names
 
             def make() -> JointTrajectory:
-                return fuzz_trajectory(
-                    rng, names, bridge.runner.obs.stamp_ns, bridge.spec.dt, 3.0
-                )
+                return fuzz_trajectory(rng, names, bridge.runner.obs.stamp_ns, bridge.spec.dt, 3.0)
 
             seen = fuzz_topic(ex, pub, make, lambda: spy.accepted + bridge.rejected, n_msgs)
             assert seen == n_msgs
