@@ -16,6 +16,7 @@ BENCHMARKS = [
     "quad_sim.py",
     "policy_latency.py",
     "quad_train.py",
+    "drone_loop.py",
     "safety.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -164,6 +165,26 @@ def safety_table(d: dict) -> list[str]:
     return rows
 
 
+def drone_loop_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        f"| drone policy over ROS 2 (`benchmarks/results/drone_loop.json`; {d['policy']}) "
+        "| commands (Hz) | obs -> command p50 / p99 (ms) |",
+        "|---|---|---|",
+    ]
+    for c in d["cases"]:
+        realtime = c["rate_mode"] == "realtime" and c.get("target_hz")
+        target = f", target {c['target_hz']:g} Hz" if realtime else ""
+        lat = c["latency_ms"]
+        rows.append(
+            f"| {c['rate_mode']}{target} | {c['achieved_hz']:.0f} | "
+            f"{_ms(lat['p50'])} / {_ms(lat['p99'])} |"
+        )
+    m = d["machine"]
+    rows.append(f"\n{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}.")
+    return rows
+
+
 def render() -> None:
     lines: list[str] = []
     path = HERE / "results" / "ros_loop.json"
@@ -181,6 +202,9 @@ def render() -> None:
     path = HERE / "results" / "quad_train.json"
     if path.exists():
         lines += quad_train_table(json.loads(path.read_text()))
+    path = HERE / "results" / "drone_loop.json"
+    if path.exists():
+        lines += drone_loop_table(json.loads(path.read_text()))
     path = HERE / "results" / "safety.json"
     if path.exists():
         lines += safety_table(json.loads(path.read_text()))

@@ -24,14 +24,16 @@ Networks other than the U-Net sample through ``DiffusionNet.sample`` unchanged.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from tether.policies.diffusion.model import (
-    CondResBlock1d,
     ConditionalUnet1d,
+    CondResBlock1d,
     Conv1dBlock,
     DiffusionNet,
     alphas_cumprod,
@@ -54,7 +56,7 @@ def silu(x: Tensor) -> Tensor:
     return x * torch.sigmoid(x)
 
 
-def _act(module: nn.Module) -> object:
+def _act(module: nn.Module) -> Callable[[Tensor], Tensor]:
     return silu if isinstance(module, nn.SiLU) else mish
 
 
@@ -70,7 +72,7 @@ def _conv2d(m: nn.Conv1d) -> nn.Conv2d:
     )
     with torch.no_grad():
         out.weight.copy_(m.weight[:, :, None])
-        if m.bias is not None:
+        if m.bias is not None and out.bias is not None:
             out.bias.copy_(m.bias)
     return out
 
@@ -86,7 +88,7 @@ def _conv_t2d(m: nn.ConvTranspose1d) -> nn.ConvTranspose2d:
     )
     with torch.no_grad():
         out.weight.copy_(m.weight[:, :, None])
-        if m.bias is not None:
+        if m.bias is not None and out.bias is not None:
             out.bias.copy_(m.bias)
     return out
 
@@ -205,13 +207,16 @@ class FastUnet(nn.Module):
         it = iter(film)
         h = x
         skips = []
-        for (r1, r2), down in zip(self.down, self.down_conv, strict=True):  # type: ignore[misc]
+        pair: Any
+        for pair, down in zip(self.down, self.down_conv, strict=True):
+            r1, r2 = pair
             h = r2(r1(h, *next(it)), *next(it))
             skips.append(h)
             h = down(h)
         for r in self.mid:
             h = r(h, *next(it))
-        for (r1, r2), up in zip(self.up, self.up_conv, strict=True):  # type: ignore[misc]
+        for pair, up in zip(self.up, self.up_conv, strict=True):
+            r1, r2 = pair
             h = torch.cat([h, skips.pop()], 1)
             h = up(r2(r1(h, *next(it)), *next(it)))
         return self.final(h)  # type: ignore[no-any-return]

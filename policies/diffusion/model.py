@@ -181,7 +181,9 @@ class ConditionalUnet1d(nn.Module):
     ) -> None:
         super().__init__()
         self.step_mlp = nn.Sequential(
-            nn.Linear(step_dim, 4 * step_dim), make_activation(act), nn.Linear(4 * step_dim, step_dim)
+            nn.Linear(step_dim, 4 * step_dim),
+            make_activation(act),
+            nn.Linear(4 * step_dim, step_dim),
         )
         self.step_dim = step_dim
         c = cond_dim + step_dim
