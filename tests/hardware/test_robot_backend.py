@@ -70,19 +70,6 @@ def test_commands_take_the_sim_path_to_the_arm(repo):
     assert np.all(arm.q >= arm.lower) and np.all(arm.q <= arm.upper)
 
 
-def test_the_mock_experiment_is_the_sim_experiment_with_hardware_for_sim(repo):
-    import yaml
-
-    sim = yaml.safe_load((repo / "configs/experiments/panda_lift_expert.yaml").read_text())
-    hw = yaml.safe_load((repo / "configs/experiments/panda_lift_mock.yaml").read_text())
-    assert "sim" in sim and "hardware" in hw and "sim" not in hw
-    drop = {"name", "sim", "hardware"}
-    assert {k: v for k, v in sim.items() if k not in drop} == {
-        k: v for k, v in hw.items() if k not in drop
-    }
-    assert hw["hardware"]["control_hz"] == sim["sim"]["control_hz"]
-
-
 def test_device_settings_are_checked_by_the_device_config(repo):
     from tether.core.errors import ConfigError
     from tether.hardware.mavlink.config_mavlink import MavlinkConfig
