@@ -151,7 +151,7 @@ def train_sb3(cfg: Any, out: Path, resume: bool) -> dict[str, Any]:
                     solved = {"env_steps": steps, "wall_s": time.perf_counter() - start}
                 progress.show(
                     f"{steps / 1e6:6.3f} M steps | {wall:7.1f} s | episode return {mean_ret:8.1f} "
-                    f"| eval {res['success_rate']:.1%}"
+                    f"| eval {'<=' if res['gave_up_at_s'] else ''}{res['success_rate']:.1%}"
                 )
             if solved is not None or wall >= tcfg.time_budget_s:
                 return False

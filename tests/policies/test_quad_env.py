@@ -86,3 +86,43 @@ def test_features_match_the_env_observation() -> None:
         torch.tensor(env.target, dtype=torch.float32),
     )
     np.testing.assert_allclose(feats.numpy(), obs, atol=1e-6)
+
+
+class _ScriptedDistances:
+    """Stands in for a BatchedHoverEnv: 10 drones, 1 s control steps, 12 s episodes; drones
+    7-9 leave the 10 cm ball at t = 5 s, the others stay at 5 cm."""
+
+    n, episode_steps, success_steps, control_dt = 10, 12, 10, 1.0
+    target = np.zeros(3)
+
+    def reset(self, seed: int) -> np.ndarray:
+        self.t = 0
+        return np.zeros((self.n, 18), dtype=np.float32)
+
+    def step(self, action: np.ndarray) -> tuple[Any, ...]:
+        dist = np.full(self.n, 0.05)
+        if self.t >= 5:
+            dist[7:] = 0.5
+        self.t += 1
+        obs = np.zeros((self.n, 18), dtype=np.float32)
+        info = {"distance": dist, "final_obs": obs}
+        return obs, np.zeros(self.n), np.zeros(self.n, dtype=bool), None, info
+
+
+def test_giving_up_early_reports_an_upper_bound_not_zero() -> None:
+    """An eval that stops once the target is out of reach reports how many could still
+    succeed (>= the true rate), never 0 % for a policy that mostly works."""
+    from tether.policies.quad.batched_eval import evaluate_batched
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        return np.zeros((obs.shape[0], 4))
+
+    full = evaluate_batched(act, _ScriptedDistances())  # type: ignore[arg-type]
+    assert full["success_rate"] == pytest.approx(0.7) and full["gave_up_at_s"] is None
+    early = evaluate_batched(act, _ScriptedDistances(), give_up_below=0.8)  # type: ignore[arg-type]
+    assert early["gave_up_at_s"] == pytest.approx(6.0)
+    assert early["success_rate"] == pytest.approx(0.7)  # 7 drones could still succeed
+    assert early["success_rate"] >= full["success_rate"]
+    # a bar the policy meets: no early stop
+    late = evaluate_batched(act, _ScriptedDistances(), give_up_below=0.6)  # type: ignore[arg-type]
+    assert late["gave_up_at_s"] is None and late["success_rate"] == pytest.approx(0.7)
