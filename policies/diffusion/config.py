@@ -47,6 +47,8 @@ class DiffusionModelConfig(BaseModel):
     # U-Net activation: mish (the paper's; three slow nodes in ONNX) or silu (x * sigmoid(x),
     # which onnxruntime fuses into one vectorized QuickGelu node)
     activation: Literal["mish", "silu"] = "mish"
+    # residual blocks per U-Net level (and in the middle); the graph's size scales with it
+    res_blocks: int = Field(2, ge=1)
     # diffusion-step embedding width
     step_embed_dim: int = Field(64, ge=4)
     # image encoder: channels of its three ResNet stages and its keypoints (spatial softmax)

@@ -41,6 +41,7 @@ from tether.policies.diffusion.model import (
     step_embedding,
 )
 
+
 def mish(x: Tensor) -> Tensor:
     """Mish without Softplus (e^x overflowing to inf still gives tanh(inf) = 1)."""
     return x * torch.tanh(torch.log(torch.exp(x) + 1.0))
@@ -99,17 +100,19 @@ class Norm2d(nn.Module):
         w, b = gn.weight.detach(), gn.bias.detach()
         if self.groups == 1:
             w, b = w[:, None, None].expand(c, 1, length), b[:, None, None].expand(c, 1, length)
-        else:
-            w, b = w[:, None, None], b[:, None, None]
         self.weight = nn.Parameter(w.contiguous().clone(), requires_grad=False)
         self.bias = nn.Parameter(b.contiguous().clone(), requires_grad=False)
+        # the per-channel affine after a grouped normalization as one BatchNormalization node
+        # (mean 0, variance 1, epsilon 0) instead of Mul + Add
+        self.register_buffer("zeros", torch.zeros(c))
+        self.register_buffer("ones", torch.ones(c))
 
     def forward(self, x: Tensor) -> Tensor:
         if self.groups == 1:
             return F.layer_norm(x, self.shape, self.weight, self.bias, self.eps)
         y = x.reshape(-1, self.groups, self.group_size)
         y = F.layer_norm(y, (self.group_size,), eps=self.eps).reshape(-1, *self.shape)
-        return y * self.weight + self.bias
+        return F.batch_norm(y, self.zeros, self.ones, self.weight, self.bias, False, 0.0, 0.0)
 
 
 class Block2d(nn.Module):
@@ -150,9 +153,10 @@ class FastUnet(nn.Module):
         self.down = nn.ModuleList()
         self.down_conv = nn.ModuleList()
         order: list[CondResBlock1d] = []
-        for r1, r2, down in unet.down:  # type: ignore[misc]
-            self.down.append(nn.ModuleList([ResBlock2d(r1, length), ResBlock2d(r2, length)]))
-            order += [r1, r2]
+        for level in unet.down:
+            *res, down = level  # type: ignore[misc]
+            self.down.append(nn.ModuleList([ResBlock2d(r, length) for r in res]))
+            order += res
             if isinstance(down, nn.Conv1d):
                 self.down_conv.append(_conv2d(down))
                 length = (length + 1) // 2
@@ -162,9 +166,10 @@ class FastUnet(nn.Module):
         order += list(unet.mid)  # type: ignore[arg-type]
         self.up = nn.ModuleList()
         self.up_conv = nn.ModuleList()
-        for r1, r2, up in unet.up:  # type: ignore[misc]
-            self.up.append(nn.ModuleList([ResBlock2d(r1, length), ResBlock2d(r2, length)]))
-            order += [r1, r2]
+        for level in unet.up:
+            *res, up = level  # type: ignore[misc]
+            self.up.append(nn.ModuleList([ResBlock2d(r, length) for r in res]))
+            order += res
             self.up_conv.append(_conv_t2d(up))
             length *= 2
         final_block, final_conv = unet.final
@@ -201,18 +206,19 @@ class FastUnet(nn.Module):
         it = iter(film)
         h = x
         skips = []
-        pair: Any
-        for pair, down in zip(self.down, self.down_conv, strict=True):
-            r1, r2 = pair
-            h = r2(r1(h, *next(it)), *next(it))
+        res: Any
+        for res, down in zip(self.down, self.down_conv, strict=True):
+            for r in res:
+                h = r(h, *next(it))
             skips.append(h)
             h = down(h)
         for r in self.mid:
             h = r(h, *next(it))
-        for pair, up in zip(self.up, self.up_conv, strict=True):
-            r1, r2 = pair
+        for res, up in zip(self.up, self.up_conv, strict=True):
             h = torch.cat([h, skips.pop()], 1)
-            h = up(r2(r1(h, *next(it)), *next(it)))
+            for r in res:
+                h = r(h, *next(it))
+            h = up(h)
         return self.final(h)  # type: ignore[no-any-return]
 
 

@@ -178,6 +178,7 @@ class ConditionalUnet1d(nn.Module):
         step_dim: int,
         groups: int = 8,
         act: str = "mish",
+        res_blocks: int = 2,
     ) -> None:
         super().__init__()
         self.step_mlp = nn.Sequential(
@@ -196,13 +197,13 @@ class ConditionalUnet1d(nn.Module):
                 nn.ModuleList(
                     [
                         blk(cin, cout),
-                        blk(cout, cout),
+                        *(blk(cout, cout) for _ in range(res_blocks - 1)),
                         nn.Conv1d(cout, cout, 3, 2, 1) if not last else nn.Identity(),
                     ]
                 )
             )
         mid = down_dims[-1]
-        self.mid = nn.ModuleList([blk(mid, mid), blk(mid, mid)])
+        self.mid = nn.ModuleList([blk(mid, mid) for _ in range(res_blocks)])
         self.up = nn.ModuleList()
         rev = list(reversed(down_dims))
         for cout, cin in zip(rev[1:], rev[:-1], strict=True):
@@ -210,7 +211,7 @@ class ConditionalUnet1d(nn.Module):
                 nn.ModuleList(
                     [
                         blk(2 * cin, cout),
-                        blk(cout, cout),
+                        *(blk(cout, cout) for _ in range(res_blocks - 1)),
                         nn.ConvTranspose1d(cout, cout, 4, 2, 1),
                     ]
                 )
@@ -226,16 +227,17 @@ class ConditionalUnet1d(nn.Module):
         skips = []
         blocks: Any
         for blocks in self.down:
-            r1, r2, down = blocks
-            h = r2(r1(h, g), g)
+            for r in blocks[:-1]:
+                h = r(h, g)
             skips.append(h)
-            h = down(h)
+            h = blocks[-1](h)
         for r in self.mid:
             h = r(h, g)
         for blocks in self.up:
-            r1, r2, up = blocks
             h = torch.cat([h, skips.pop()], 1)
-            h = up(r2(r1(h, g), g))
+            for r in blocks[:-1]:
+                h = r(h, g)
+            h = blocks[-1](h)
         return self.final(h).transpose(1, 2)
 
 
@@ -320,6 +322,7 @@ class DiffusionNet(nn.Module):
                 cfg.step_embed_dim,
                 cfg.norm_groups,
                 cfg.activation,
+                cfg.res_blocks,
             )
         self.register_buffer(
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)

@@ -135,9 +135,12 @@ def test_export_mlp_denoiser_parity(tiny_dataset: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("norm_groups", "activation"), [(8, "mish"), (1, "silu"), (2, "silu"), (1, "mish")]
+    ("norm_groups", "activation", "res_blocks"),
+    [(8, "mish", 2), (1, "silu", 2), (2, "silu", 1), (1, "mish", 3), (8, "silu", 1)],
 )
-def test_inference_form_computes_net_sample(norm_groups: int, activation: str) -> None:
+def test_inference_form_computes_net_sample(
+    norm_groups: int, activation: str, res_blocks: int
+) -> None:
     """The node-lean form export traces (folded FiLM step terms, 2D convolutions, one-node
     norms, rewritten Mish) is the same function as DiffusionNet.sample."""
     from policy_helpers import TINY_MODEL
@@ -147,7 +150,13 @@ def test_inference_form_computes_net_sample(norm_groups: int, activation: str) -
     from tether.policies.diffusion.export import SampleGraph, example_inputs
 
     cfg = DiffusionModelConfig(
-        **{**TINY_MODEL, "norm_groups": norm_groups, "activation": activation, "horizon": 8}
+        **{
+            **TINY_MODEL,
+            "norm_groups": norm_groups,
+            "activation": activation,
+            "res_blocks": res_blocks,
+            "horizon": 8,
+        }
     )
     contract = synthetic_contract(cfg, {"state": [9], "env_state": [7]})
     torch.manual_seed(0)
@@ -216,6 +225,7 @@ def test_export_is_far_smaller_than_tracing_sample(state_ckpt: Path, tmp_path: P
         assert gone not in ops, gone
     steps = net.cfg.num_inference_steps
     assert ops["LayerNormalization"] == steps * 17
+    assert ops["BatchNormalization"] == steps * 17  # the per-channel affine of GroupNorm 8
     assert ops["Log"] == steps * 17 + 1  # Mish as x * tanh(log(1 + e^x))
 
 
@@ -224,3 +234,23 @@ def test_mish_rewrite_matches_torch_mish() -> None:
 
     x = torch.cat([torch.linspace(-30, 30, 1001), torch.tensor([-1e4, -100.0, 100.0, 1e4])])
     np.testing.assert_allclose(mish(x).numpy(), torch.nn.functional.mish(x).numpy(), atol=2e-6)
+
+
+def test_one_res_block_per_level_halves_the_graph(tiny_dataset: Path, tmp_path: Path) -> None:
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    counts = {}
+    for blocks in (1, 2):
+        ckpt = tmp_path / f"rb{blocks}"
+        cfg = experiment(tiny_dataset, steps=2, activation="silu", res_blocks=blocks)
+        DiffusionTrainer.train(cfg, ckpt, resume=False)
+        path = export_checkpoint(ckpt, "onnx", ckpt / "onnx")
+        net, contract = load_net(ckpt)
+        assert parity(net, contract, path, seed=7) <= 1e-4
+        counts[blocks] = _op_counts(path)
+    steps = 5
+    # norms per step: 2 per residual block (down 2 levels, mid, up 1 level) + the final block
+    assert counts[2]["LayerNormalization"] == steps * (2 * (4 + 2 + 2) + 1)
+    assert counts[1]["LayerNormalization"] == steps * (2 * (2 + 1 + 1) + 1)
