@@ -77,7 +77,22 @@ def summarize(cfg: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
         "target_hz": cfg.sim.control_hz,
         "rate_mode": cfg.ros.rate_mode,
         "latency_ms": lat,
+        **({"chunk_executor": chunk_summary(results)} if cfg.ros.chunked else {}),
         "per_episode": [{k: v for k, v in r.items() if k != "latency_ms"} for r in results],
+    }
+
+
+def chunk_summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """ros.chunked: the chunk executor's reports over all episodes (each report covers its
+    episode up to at most 1 s before the end)."""
+    reports = [r["chunk_executor"] for r in results if r.get("chunk_executor")]
+    total = {k: sum(int(c[k]) for c in reports) for k in ("chunks", "executed", "underruns")}
+    total["dropped_rows"] = sum(int(c["dropped_rows"]) for c in reports)
+    hz = [float(c["achieved_hz"]) for c in reports]
+    return {
+        "episodes_reported": len(reports),
+        "achieved_hz_min": min(hz) if hz else None,
+        **total,
     }
 
 
@@ -96,11 +111,19 @@ def _supervise(cfg: Any, graph: Any, env: dict[str, str], record_camera: bool):
                 frames = sup.frames
             results.append(r)
             lat = percentiles_ms(r["latency_ms"])
+            chunks = r.get("chunk_executor")
             print(
                 f"  episode {k + 1}/{cfg.episodes.count} seed {r['seed']}: "
                 f"{'success' if r['success'] else 'FAIL   '} {r['sim_time_s']:.2f} s sim, "
                 f"{r['steps']} steps, {r['control_hz'] or 0:.1f} Hz, "
-                f"latency p50 {lat['p50']:.2f} / p99 {lat['p99']:.2f} ms",
+                f"latency p50 {lat['p50']:.2f} / p99 {lat['p99']:.2f} ms"
+                + (
+                    f"; chunk executor {chunks['achieved_hz']:.1f} Hz, {chunks['chunks']} "
+                    f"chunks, {chunks['underruns']} underruns, inference p50 "
+                    f"{chunks['inference_latency_ms']['p50']:.1f} ms"
+                    if chunks
+                    else ""
+                ),
                 flush=True,
             )
     return results, frames

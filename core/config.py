@@ -36,6 +36,19 @@ class RosConfig(BaseModel):
     # in lockstep, how long the sim waits for an action before stepping with the watchdog
     lockstep_timeout_s: float = Field(0.5, gt=0)
     domain_id: int | None = Field(None, ge=0, le=232)
+    # serve in chunks: the policy server answers chunk_request with timestamped action chunks
+    # and a chunk_executor node executes them at the control rate (blending, late-row drops,
+    # safety filter, cadence report); arms only, with rate_mode realtime
+    chunked: bool = False
+
+    @model_validator(mode="after")
+    def _chunked_realtime(self) -> RosConfig:
+        if self.chunked and self.rate_mode != "realtime":
+            raise ValueError(
+                "ros.chunked needs ros.rate_mode: realtime (the chunk executor runs on its "
+                "own control-rate timer; lockstep steps the sim on each answered observation)"
+            )
+        return self
 
 
 class EpisodesConfig(BaseModel):

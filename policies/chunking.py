@@ -36,6 +36,8 @@ class ObsHistory:
             raise KeyError(f"observation lacks {missing} (has {sorted(obs)})")
         if self._buf and obs.stamp_ns < self._buf[-1][0]:
             self.reset()  # time went back: a new episode
+        elif self._buf and obs.stamp_ns == self._buf[-1][0]:
+            self._buf.pop()  # the same instant again (observed, then acted on)
         self._buf.append((obs.stamp_ns, {k: np.asarray(obs[k]) for k in self.keys}))
         keep_from = obs.stamp_ns - self.horizon * self.period_ns
         while len(self._buf) > 2 and self._buf[1][0] <= keep_from:

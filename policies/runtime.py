@@ -156,6 +156,11 @@ class OnnxPolicy:
         """Predict a fresh chunk at the next act() (a chunk executor asked for one)."""
         self.plan.reset()
 
+    def observe(self, obs: Observation) -> None:
+        """Keep an observation in the history without predicting (chunk mode: the policy
+        server observes at the control rate and predicts only when a chunk is requested)."""
+        self.history.push(obs)
+
     def feeds(self) -> dict[str, np.ndarray]:
         """Graph inputs from the observation history (and fresh noise)."""
         stacked = self.history.stacked()

@@ -49,6 +49,11 @@ class DiffusionPolicy:
         """Predict a fresh chunk at the next act() (a chunk executor asked for one)."""
         self.plan.reset()
 
+    def observe(self, obs: Observation) -> None:
+        """Keep an observation in the history without predicting (chunk mode: the policy
+        server observes at the control rate and predicts only when a chunk is requested)."""
+        self.history.push(obs)
+
     def predict(self, stacked: dict[str, np.ndarray], noise: np.ndarray) -> np.ndarray:
         """One chunk (horizon, action_dim) from observations {key: (To, ...)} and noise (H, D)."""
         obs = {k: torch.from_numpy(np.ascontiguousarray(v))[None] for k, v in stacked.items()}

@@ -89,6 +89,24 @@ def test_policy_feeds_seeded_noise_and_stacked_observations(tmp_path: Path, pand
     np.testing.assert_allclose(policy.plan.actions, noise2 + 45.0, atol=1e-5)
 
 
+def test_chunk_mode_observes_every_step_and_predicts_on_request(tmp_path: Path, panda) -> None:
+    """In chunk mode the policy server calls observe() at the control rate and act() only
+    when a chunk is requested: the stack still holds observations action_dt apart."""
+    from tether.policies.runtime import OnnxPolicy
+
+    policy = OnnxPolicy(OnnxPolicyConfig(model=make_model(tmp_path), seed=7), panda)
+    ms = 1_000_000
+    for t in range(0, 100, 10):  # 100 Hz observations, no predictions
+        policy.observe(Observation({"state": np.full(9, t, np.float32)}, stamp_ns=t * ms))
+    assert policy.inferences == 0
+    policy.replan()  # a request at 90 ms, for the observation just observed
+    policy.act(Observation({"state": np.full(9, 90, np.float32)}, stamp_ns=90 * ms))
+    assert policy.inferences == 1
+    noise = np.random.default_rng(7).standard_normal((1, H, D)).astype(np.float32)[0]
+    # stacked: the observations at 60 and 90 ms (mean 75), not the first one
+    np.testing.assert_allclose(policy.plan.actions, noise + 75.0, atol=1e-5)
+
+
 def test_unavailable_provider_names_what_is_missing(tmp_path: Path, panda) -> None:
     import onnxruntime as ort
 

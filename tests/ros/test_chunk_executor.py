@@ -126,3 +126,30 @@ def test_policy_server_chunk_mode_answers_requests_only(repo) -> None:
         assert per_obs == []  # nothing published per observation in chunk mode
         ex.shutdown()
         server.destroy_node()
+
+
+def test_a_clock_jump_back_drops_the_old_timeline(repo) -> None:
+    """A simulator reset sends /clock back to 0: rows queued on the old timeline must not be
+    executed in the new episode; the executor holds, starts over and asks for a chunk."""
+    with ros_context() as ctx:
+        node, ex, state_pub, state, got, target = _setup(ctx, repo, answer=False)
+        assert spin_until(ex, lambda: state_pub.publish(state) or node.measured is not None)
+        clock = {"t": 5_000_000_000}
+        node.now_ns = lambda: clock["t"]  # type: ignore[method-assign]
+        node.ticks = []  # (ticks so far were on the wall clock)
+        rows = np.repeat(target[None], 50, 0)  # 0.5 s of a far target
+        node.queue.add(ActionChunk(rows, 0.01, clock["t"]), clock["t"])
+        node._tick()
+        assert node.queue.stats.executed == 1
+        clock["t"] = 10_000_000  # the new episode
+        n_req = len(got["req"])
+        node._tick()
+        assert node.queue.stats.executed == 0 and node.queue.stats.chunks == 0  # started over
+        assert node.pending_since == clock["t"]  # asked for a chunk on the new timeline
+        assert spin_until(ex, lambda: len(got["req"]) > n_req)
+        assert got["req"][-1] == clock["t"]
+        assert spin_until(ex, lambda: len(got["cmd"]) >= 2)
+        held = np.array(got["cmd"][-1].points[0].positions)
+        np.testing.assert_allclose(held, Q0[:8], atol=1e-5)  # holds, not the old chunk
+        ex.shutdown()
+        node.destroy_node()

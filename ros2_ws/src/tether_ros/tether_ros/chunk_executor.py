@@ -7,13 +7,17 @@ cross-faded), passes it through the SafetyFilter and publishes it as a one-point
 ``joint_trajectory`` (what sim_bridge / hardware bridges execute). When less than
 ``low_water_s`` of actions remain it publishes a ``chunk_request`` (std_msgs/Header, stamp =
 now) once per outstanding request. Once a second it publishes its cadence on
-``~/cadence`` (std_msgs/String, JSON): achieved rate, request -> chunk latency, underruns.
+``~/cadence`` (std_msgs/String, JSON): achieved rate, request -> chunk latency (wall
+clock), underruns.
+In a simulator graph it runs on the sim's /clock (``use_sim_time``); when that clock jumps
+back (an episode reset) the queue and the safety filter start over.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -50,6 +54,7 @@ class ChunkExecutor(Node):
         self.safety = SafetyFilter(self.spec, self.cfg.safety)
         self.measured: np.ndarray | None = None
         self.pending_since: int | None = None  # stamp of the unanswered request
+        self.pending_wall_ns = 0  # steady clock at that request (latency in wall time)
         self.latency_ms: list[float] = []
         self.ticks: list[int] = []
         self.pub = self.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS)
@@ -85,15 +90,17 @@ class ChunkExecutor(Node):
             return
         now = self.now_ns()
         if self.pending_since is not None:
-            self.latency_ms.append((now - self.pending_since) * 1e-6)
+            self.latency_ms.append((time.monotonic_ns() - self.pending_wall_ns) * 1e-6)
             self.pending_since = None
         self.queue.add(chunk, now)
 
     def _tick(self) -> None:
         now = self.now_ns()
+        if self.ticks and now < self.ticks[-1]:
+            self._time_jumped_back()
         self.ticks.append(now)
         if self.queue.needs_more(now) and self.pending_since is None:
-            self.pending_since = now
+            self.pending_since, self.pending_wall_ns = now, time.monotonic_ns()
             self.req.publish(Header(stamp=conv.to_time(now)))
         elif self.pending_since is not None and now - self.pending_since > 1e9:
             self.pending_since = None  # the request was lost: ask again next tick
@@ -110,6 +117,15 @@ class ChunkExecutor(Node):
         self.pub.publish(
             conv.chunk_to_trajectory(ActionChunk(out, self.spec.dt, now), self.spec.action.names)
         )
+
+    def _time_jumped_back(self) -> None:
+        """The clock went back (a simulator reset starts a new episode at t = 0): the queued
+        rows belong to the old timeline; start over from the measured position."""
+        self.queue.reset()
+        self.pending_since = None
+        self.ticks = []
+        if self.measured is not None:
+            self.safety.reset(self.measured)
 
     def cadence_report(self) -> dict[str, Any]:
         """Achieved control rate, request -> chunk latency, queue counters."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.core.config import ExperimentConfig, load_config
+from tether.core.errors import ConfigError
 from tether.sim.drone_bridge import drone_names
 from tether.sim.factory import robot_kind
 
@@ -87,7 +88,8 @@ def plan_graph(
     recorder when ``recorder`` gives its parameters (``output``, optionally ``fps``, ...).
     With a ``hardware:`` section the hardware bridge replaces the sim bridge, after the mock
     driver when ``hardware.mock`` (see hardware_nodes).
-    ``policy=False`` leaves the policy server out (a human drives through teleop)."""
+    ``policy=False`` leaves the policy server out (a human drives through teleop).
+    ``ros.chunked`` adds a chunk_executor and puts the policy server in chunk mode."""
     path = str(Path(experiment).resolve())
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
     params: dict[str, object] = {"experiment": path}
@@ -99,11 +101,17 @@ def plan_graph(
     ]
     if cfg.hardware is not None:
         nodes = hardware_nodes(cfg, params)
+    if cfg.ros.chunked and robot_kind(cfg.robot) != "arm":
+        raise ConfigError(
+            f"ros.chunked executes joint-trajectory chunks, for arms; '{cfg.robot}' is a "
+            f"{robot_kind(cfg.robot)}: leave ros.chunked off"
+        )
     if policy and robot_kind(cfg.robot) == "quadcopter":
         # a real drone flies velocity setpoints on cmd_vel (teleop, a planner); the drone
         # policies are trained on the simulator's rotor commands
         nodes += drone_policy_servers(cfg, params) if cfg.hardware is None else []
     elif policy:
+        server = {**params, "chunk_mode": True} if cfg.ros.chunked else params
         nodes.append(
             NodeSpec(
                 "policy_server",
@@ -111,13 +119,55 @@ def plan_graph(
                 "policy_server",
                 "tether_ros.policy_server",
                 ns,
-                params,
+                server,
             )
         )
+        if cfg.ros.chunked:
+            # executes the chunks on the robot side; in the sim graph on the sim's /clock,
+            # which the chunks' stamps (observation times) are in
+            own: dict[str, object] = {**params, "use_sim_time": cfg.hardware is None}
+            low_water = chunk_low_water_s(cfg)
+            if low_water is not None:
+                own["low_water_s"] = low_water
+            nodes.append(
+                NodeSpec(
+                    "chunk_executor",
+                    "tether_ros",
+                    "chunk_executor",
+                    "tether_ros.chunk_executor",
+                    ns,
+                    own,
+                )
+            )
     if recorder is not None:
         rec = {**params, **recorder}
         nodes.append(NodeSpec("recorder", "tether_ros", "recorder", "tether_ros.recorder", ns, rec))
     return nodes
+
+
+def chunk_low_water_s(cfg: ExperimentConfig) -> float | None:
+    """When a chunk executor should ask for the next chunk: once the part of a chunk the
+    policy was trained to execute (``execute_steps`` rows of ``action_dt``) has run, i.e.
+    with (horizon - execute_steps) rows left. From an onnx policy's model.json or a
+    diffusion checkpoint's contract.json; None (the executor's default) for other policies."""
+    import json
+
+    policy = cfg.policy
+    if policy.type == "onnx" and getattr(policy, "model", None) is not None:
+        from tether.policies.runtime import read_contract
+
+        c = read_contract(find_repo_file(str(policy.model)))  # type: ignore[attr-defined]
+        horizon = int(c["outputs"][0]["shape"][-2])
+    elif policy.type == "diffusion" and getattr(policy, "checkpoint", None) is not None:
+        path = find_repo_file(str(policy.checkpoint)) / "contract.json"  # type: ignore[attr-defined]
+        if not path.is_file():
+            return None  # the policy server says what is wrong with the checkpoint
+        c = json.loads(path.read_text())
+        horizon = int(c["horizon"])
+    else:
+        return None
+    execute = int(getattr(policy, "execute_steps", None) or c.get("execute_steps", 1))
+    return max(0.0, (horizon - execute) * float(c["action_dt"]))
 
 
 def hardware_nodes(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:

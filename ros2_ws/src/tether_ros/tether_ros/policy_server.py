@@ -154,6 +154,9 @@ class PolicyServer(Node):
             data[IMAGE_PREFIX + cam] = self.images[cam]
         if self.chunk_mode:
             self.latest = (stamp, data)
+            observe = getattr(self.policy, "observe", None)
+            if observe is not None:  # the observation history advances at the control rate
+                observe(Observation(data, stamp_ns=stamp))
             return
         t0 = now_ns()
         chunk = self.policy.act(Observation(data, stamp_ns=stamp))

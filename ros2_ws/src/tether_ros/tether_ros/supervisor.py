@@ -65,6 +65,15 @@ class EpisodeSupervisor:
                 Image, itf.image_topic(camera), self._on_image, itf.SENSOR_QOS
             )
         self.start: Any = self.node.create_client(Trigger, "sim_bridge/start_episode")
+        # ros.chunked: the chunk executor's latest cadence report (achieved rate, underruns)
+        self.cadence: dict[str, Any] | None = None
+        if cfg.ros.chunked:
+            self.node.create_subscription(
+                String, "chunk_executor/cadence", self._on_cadence, itf.COMMAND_QOS
+            )
+
+    def _on_cadence(self, msg: String) -> None:
+        self.cadence = json.loads(msg.data)
 
     def _on_image(self, msg: Image) -> None:
         if self._recording:
@@ -101,18 +110,28 @@ class EpisodeSupervisor:
             timeout_s,
             "the policy server",
         )
+        if self.cfg.ros.chunked:
+            self.spin_until(
+                lambda: self.node.count_subscribers("chunk_request") >= 1,
+                timeout_s,
+                "the policy server (chunk mode)",
+            )
 
     def run_episode(self, record: bool = False) -> dict[str, Any]:
         """Start one episode and return its end status (success, steps, latency_ms, ...)."""
         ends = self._ends()
         self.frames = [] if record else self.frames
         self._recording = record
+        self.cadence = None
         future = self.start.call_async(Trigger.Request())
         self.spin_until(future.done, 30.0, "start_episode")
         limit = 60.0 + 20.0 * float(getattr(self.cfg.task, "max_duration_s", 10.0))
         self.spin_until(lambda: len(self._ends()) > len(ends), limit, "the episode to end")
         self._recording = False
-        return self._ends()[len(ends)]
+        result = dict(self._ends()[len(ends)])
+        if self.cfg.ros.chunked and self.cadence is not None:
+            result["chunk_executor"] = self.cadence  # its last report of this episode
+        return result
 
     def _ends(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("event") == "end"]
