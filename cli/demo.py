@@ -86,8 +86,8 @@ def chunk_summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """ros.chunked: the chunk executor's reports over all episodes (each report covers its
     episode up to at most 1 s before the end)."""
     reports = [r["chunk_executor"] for r in results if r.get("chunk_executor")]
-    total = {k: sum(int(c[k]) for c in reports) for k in ("chunks", "executed", "underruns")}
-    total["dropped_rows"] = sum(int(c["dropped_rows"]) for c in reports)
+    keys = ("chunks", "executed", "underruns", "dropped_rows")
+    total = {k: sum(int(c[k]) for c in reports) for k in keys}
     hz = [float(c["achieved_hz"]) for c in reports]
     return {
         "episodes_reported": len(reports),

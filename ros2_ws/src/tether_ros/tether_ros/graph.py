@@ -9,6 +9,7 @@ launch_ros Node actions, so both read one experiment YAML the same way.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -101,12 +102,13 @@ def plan_graph(
     ]
     if cfg.hardware is not None:
         nodes = hardware_nodes(cfg, params)
-    if cfg.ros.chunked and robot_kind(cfg.robot) != "arm":
+    kind = robot_kind(cfg.robot)
+    if cfg.ros.chunked and kind != "arm":
         raise ConfigError(
             f"ros.chunked executes joint-trajectory chunks, for arms; '{cfg.robot}' is a "
-            f"{robot_kind(cfg.robot)}: leave ros.chunked off"
+            f"{kind}: leave ros.chunked off"
         )
-    if policy and robot_kind(cfg.robot) == "quadcopter":
+    if policy and kind == "quadcopter":
         # a real drone flies velocity setpoints on cmd_vel (teleop, a planner); the drone
         # policies are trained on the simulator's rotor commands
         nodes += drone_policy_servers(cfg, params) if cfg.hardware is None else []
@@ -150,8 +152,6 @@ def chunk_low_water_s(cfg: ExperimentConfig) -> float | None:
     policy was trained to execute (``execute_steps`` rows of ``action_dt``) has run, i.e.
     with (horizon - execute_steps) rows left. From an onnx policy's model.json or a
     diffusion checkpoint's contract.json; None (the executor's default) for other policies."""
-    import json
-
     policy = cfg.policy
     if policy.type == "onnx" and getattr(policy, "model", None) is not None:
         from tether.policies.runtime import read_contract
