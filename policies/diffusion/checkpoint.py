@@ -40,7 +40,13 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
         if k.startswith(IMAGE_PREFIX)
     }
     scale = contract["action_scale"]
-    return DiffusionNet(cfg, low, images, (np.asarray(scale["min"]), np.asarray(scale["max"])))
+    return DiffusionNet(
+        cfg,
+        low,
+        images,
+        (np.asarray(scale["min"]), np.asarray(scale["max"])),
+        contract.get("action_names"),
+    )
 
 
 def read_contract(path: Path) -> dict[str, Any]:
@@ -132,15 +138,18 @@ def synthetic_contract(
     action_dim: int = 8,
     action_dt: float = 1 / 30,
     control_hz: float = 100.0,
+    action_names: list[str] | None = None,
 ) -> dict[str, Any]:
     """A contract with unit normalization ranges, for benchmarks and tests of an untrained
-    network (latency and export do not depend on the weights)."""
+    network (latency and export do not depend on the weights). ``action_names`` default to
+    a0, a1, ... (``model.binary_actions`` must be among them)."""
     norm: dict[str, Any] = {
         k: {"min": [-1.0] * shape[0], "max": [1.0] * shape[0]}
         for k, shape in obs_shapes.items()
         if not k.startswith(IMAGE_PREFIX)
     }
-    names = [f"a{i}" for i in range(action_dim)]
+    names = list(action_names) if action_names else [f"a{i}" for i in range(action_dim)]
+    action_dim = len(names)
     return {
         "format": CKPT_FORMAT,
         "trainer": "diffusion",

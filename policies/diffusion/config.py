@@ -49,6 +49,14 @@ class DiffusionModelConfig(BaseModel):
     activation: Literal["mish", "silu"] = "mish"
     # residual blocks per U-Net level (and in the middle); the graph's size scales with it
     res_blocks: int = Field(2, ge=1)
+    # actions that are either open or closed (a gripper's fingers): the sampled value snaps
+    # to the nearer end of the action's range. A continuous finger command drifts toward
+    # closed as a chunk's later rows close it; the measured fingers then read "closing" and
+    # the policy goes on closing, short of the cube (docs/diffusion.md)
+    binary_actions: list[str] = Field(default_factory=list)
+    # residual blocks at the bottom of the U-Net (unset: res_blocks); 0 drops them, the
+    # costliest blocks of the graph (the widest convolutions)
+    mid_blocks: int | None = Field(None, ge=0)
     # diffusion-step embedding width
     step_embed_dim: int = Field(64, ge=4)
     # image encoder: channels of its three ResNet stages and its keypoints (spatial softmax)

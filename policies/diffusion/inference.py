@@ -253,4 +253,4 @@ class FastSampler(nn.Module):
             eps = self.unet(x, film)
             x0 = ((x - s1 * eps) / sa).clamp(-1.0, 1.0)
             x = sp * x0 + math.sqrt(1 - a_prev) * eps
-        return self.net.action_norm.inverse(x[:, :, 0].transpose(1, 2))
+        return self.net.to_actions(x[:, :, 0].transpose(1, 2))

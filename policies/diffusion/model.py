@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from tether.core.errors import ConfigError
 from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig
 
 # ranges narrower than this are not stretched to [-1, 1] (a constant feature)
@@ -179,6 +180,7 @@ class ConditionalUnet1d(nn.Module):
         groups: int = 8,
         act: str = "mish",
         res_blocks: int = 2,
+        mid_blocks: int | None = None,
     ) -> None:
         super().__init__()
         self.step_mlp = nn.Sequential(
@@ -203,7 +205,8 @@ class ConditionalUnet1d(nn.Module):
                 )
             )
         mid = down_dims[-1]
-        self.mid = nn.ModuleList([blk(mid, mid) for _ in range(res_blocks)])
+        n_mid = res_blocks if mid_blocks is None else mid_blocks
+        self.mid = nn.ModuleList([blk(mid, mid) for _ in range(n_mid)])
         self.up = nn.ModuleList()
         rev = list(reversed(down_dims))
         for cout, cin in zip(rev[1:], rev[:-1], strict=True):
@@ -274,10 +277,12 @@ class DiffusionNet(nn.Module):
     """Observation encoder + noise predictor + normalization + noise schedule.
 
     ``low_dims``: low-dim observation key -> (min, max) arrays from the dataset stats;
-    ``images``: image key -> (height, width); ``action_range``: (min, max) of the actions.
+    ``images``: image key -> (height, width); ``action_range``: (min, max) of the actions;
+    ``action_names``: their names (needed when ``cfg.binary_actions`` names some).
     """
 
     alphas_cumprod: Tensor
+    binary_mask: Tensor
 
     def __init__(
         self,
@@ -285,6 +290,7 @@ class DiffusionNet(nn.Module):
         low_dims: dict[str, tuple[np.ndarray, np.ndarray]],
         images: dict[str, tuple[int, int]],
         action_range: tuple[np.ndarray, np.ndarray],
+        action_names: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -298,6 +304,15 @@ class DiffusionNet(nn.Module):
         )
         self.action_norm = Affine(*action_range)
         self.action_dim = len(action_range[0])
+        names = list(action_names or [])
+        unknown = [n for n in cfg.binary_actions if n not in names]
+        if unknown:
+            raise ConfigError(
+                f"model.binary_actions: {unknown} not among the actions {names or '(unnamed)'}"
+            )
+        mask = torch.tensor([n in cfg.binary_actions for n in names] or [False] * self.action_dim)
+        # not in the state dict: it follows from the config (older checkpoints load as is)
+        self.register_buffer("binary_mask", mask, persistent=False)
         per_step = sum(len(v[0]) for v in low_dims.values()) + sum(
             e.out_dim  # type: ignore[misc]
             for e in self.encoders.values()
@@ -323,6 +338,7 @@ class DiffusionNet(nn.Module):
                 cfg.norm_groups,
                 cfg.activation,
                 cfg.res_blocks,
+                cfg.mid_blocks,
             )
         self.register_buffer(
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
@@ -369,6 +385,13 @@ class DiffusionNet(nn.Module):
             eps = self.denoiser(x, tvec * t, cond)
             x0 = ((x - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)).clamp(-1.0, 1.0)
             x = math.sqrt(a_prev) * x0 + math.sqrt(1 - a_prev) * eps
+        return self.to_actions(x)
+
+    def to_actions(self, x: Tensor) -> Tensor:
+        """Sampled normalized actions (B, H, D) -> robot units; binary actions snap to the
+        nearer end of their range (-1 or 1 before scaling)."""
+        if self.cfg.binary_actions:
+            x = torch.where(self.binary_mask, torch.where(x > 0, 1.0, -1.0), x)
         return self.action_norm.inverse(x)
 
 

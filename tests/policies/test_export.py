@@ -135,11 +135,18 @@ def test_export_mlp_denoiser_parity(tiny_dataset: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("norm_groups", "activation", "res_blocks"),
-    [(8, "mish", 2), (1, "silu", 2), (2, "silu", 1), (1, "mish", 3), (8, "silu", 1)],
+    ("norm_groups", "activation", "res_blocks", "mid_blocks", "kernel_size"),
+    [
+        (8, "mish", 2, None, 3),
+        (1, "silu", 2, None, 3),
+        (2, "silu", 1, None, 5),
+        (1, "mish", 3, None, 3),
+        (8, "silu", 1, None, 5),
+        (8, "silu", 1, 0, 3),
+    ],
 )
 def test_inference_form_computes_net_sample(
-    norm_groups: int, activation: str, res_blocks: int
+    norm_groups: int, activation: str, res_blocks: int, mid_blocks: int | None, kernel_size: int
 ) -> None:
     """The node-lean form export traces (folded FiLM step terms, 2D convolutions, one-node
     norms, rewritten Mish) is the same function as DiffusionNet.sample."""
@@ -155,6 +162,8 @@ def test_inference_form_computes_net_sample(
             "norm_groups": norm_groups,
             "activation": activation,
             "res_blocks": res_blocks,
+            "mid_blocks": mid_blocks,
+            "kernel_size": kernel_size,
             "horizon": 8,
         }
     )
@@ -172,6 +181,57 @@ def test_inference_form_computes_net_sample(
     assert ref.shape == got.shape == (1, 8, 8)
     assert float((ref - got).abs().max()) <= 1e-5
     assert float(ref.abs().max()) > 0.0
+    assert len(net.denoiser.mid) == (res_blocks if mid_blocks is None else mid_blocks)
+
+
+def test_binary_actions_snap_to_their_range_in_torch_and_onnx(tmp_path: Path) -> None:
+    """A binary action (a gripper) leaves the sampler at one end of its range, in
+    DiffusionNet.sample, in the inference form and in the exported graph; the others stay
+    continuous."""
+    import onnxruntime as ort
+    from policy_helpers import TINY_MODEL
+
+    from tether.policies.diffusion.checkpoint import build_net, synthetic_contract
+    from tether.policies.diffusion.config import DiffusionModelConfig
+    from tether.policies.diffusion.export import SampleGraph, example_inputs, export_onnx
+
+    cfg = DiffusionModelConfig(**{**TINY_MODEL, "binary_actions": ["a7"]})
+    contract = synthetic_contract(cfg, {"state": [9], "env_state": [7]})
+    contract["action_scale"] = {"min": [-1.0] * 7 + [0.0], "max": [1.0] * 7 + [0.04]}
+    torch.manual_seed(0)
+    net = build_net(contract).eval()
+    plain = build_net({**contract, "model": {**contract["model"], "binary_actions": []}})
+    plain.load_state_dict(net.state_dict())
+    path = export_onnx(net, contract, tmp_path)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    meta = json.loads((tmp_path / "model.json").read_text())
+    for seed in range(4):
+        x = example_inputs(net, contract, seed)
+        with torch.no_grad():
+            ref = SampleGraph(net, 5, fast=False)(*x).numpy()
+            fast = SampleGraph(net, 5)(*x).numpy()
+            free = SampleGraph(plain.eval(), 5, fast=False)(*x).numpy()
+        feeds = {i["name"]: t.numpy() for i, t in zip(meta["inputs"], x, strict=True)}
+        got = sess.run(None, feeds)[0]
+        for out in (ref, fast, got):
+            assert set(np.unique(out[..., 7]).tolist()) <= {0.0, np.float32(0.04)}
+            np.testing.assert_allclose(out[..., :7], free[..., :7], atol=1e-5)
+        # the snap is to the nearer end of what the unsnapped sampler gives
+        np.testing.assert_array_equal(ref[..., 7] > 0.02, free[..., 7] > 0.02)
+    assert np.unique(free[..., 7]).size > 2  # untrained: the raw finger values are spread
+
+
+def test_binary_actions_must_name_actions() -> None:
+    from policy_helpers import TINY_MODEL
+
+    from tether.core.errors import ConfigError
+    from tether.policies.diffusion.checkpoint import build_net, synthetic_contract
+    from tether.policies.diffusion.config import DiffusionModelConfig
+
+    cfg = DiffusionModelConfig(**{**TINY_MODEL, "binary_actions": ["gripper"]})
+    contract = synthetic_contract(cfg, {"state": [9], "env_state": [7]})
+    with pytest.raises(ConfigError, match=r"binary_actions: \['gripper'\] not among"):
+        build_net(contract)
 
 
 def _op_counts(path: Path) -> dict[str, int]:
