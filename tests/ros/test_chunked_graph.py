@@ -53,7 +53,7 @@ def test_chunked_needs_realtime_and_an_arm() -> None:
 def test_shipped_diffusion_policy_lifts_in_chunk_mode(tmp_path: Path) -> None:
     """The committed ONNX diffusion policy, served in chunks over ROS 2 (separate processes:
     sim bridge, policy server, chunk executor) lifts the cube on unseen seeds (realtime on a
-    shared machine: at least 2 of 3; 1000-1002 all lift in process, 1004 does not)."""
+    shared machine: at least 2 of 3; 1000-1002 all lifted in the 50-seed in-process run)."""
     pytest.importorskip("mujoco")
     pytest.importorskip("onnxruntime")
     from tether.cli.demo import run_demo
