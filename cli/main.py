@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also write each episode's raw topics to DIR/mcap/ (rosbag2 MCAP)",
     )
+    rec.add_argument(
+        "--realtime",
+        action="store_true",
+        help="step the sim on the wall clock with the scripted expert (default: in sim time, "
+        "lockstep, so the machine's speed changes nothing; human devices are always realtime)",
+    )
 
     ds = sub.add_parser("dataset", help="inspect a recorded dataset")
     ds_sub = ds.add_subparsers(dest="ds_cmd", required=True)
@@ -104,7 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
 
     ev = sub.add_parser("eval", help="run a checkpoint closed-loop over seeded episodes")
-    ev.add_argument("checkpoint", help="checkpoint directory (holds contract.json)")
+    ev.add_argument(
+        "checkpoint",
+        help="checkpoint directory (holds contract.json) or exported model folder (model.onnx "
+        "+ model.json, e.g. models/panda_lift_diffusion)",
+    )
     ev.add_argument("overrides", nargs="*", help="dotted overrides of the checkpoint's experiment")
     ev.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
     ev.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
@@ -114,9 +124,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--out", default=None, help="output folder (default runs/eval-<ckpt>-<time>)")
     ev.add_argument("--no-video", action="store_true", help="skip the rollout MP4")
+    ev.add_argument(
+        "--config",
+        default=None,
+        help="experiment YAML for an exported model folder (default: the one in its model.json)",
+    )
 
     ex = sub.add_parser("export", help="export a checkpoint for onboard inference")
-    ex.add_argument("checkpoint", help="checkpoint directory (holds contract.json)")
+    ex.add_argument(
+        "checkpoint",
+        help="checkpoint directory, or an exported model folder (for --format tensorrt)",
+    )
     ex.add_argument("--format", default="onnx", choices=("onnx", "tensorrt"), help="default onnx")
     ex.add_argument("--out", default=None, help="output folder (default <checkpoint>/export)")
 
@@ -166,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.fps,
                 mcap=args.mcap,
                 task_text=args.task,
+                realtime=args.realtime,
             )
         if args.cmd == "dataset":
             if args.ds_cmd == "render":
@@ -208,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 video=not args.no_video,
                 sim=args.sim,
                 overrides=list(args.overrides),
+                config=args.config,
             )
             return run_eval(args.checkpoint, opts)
         if args.cmd == "export":

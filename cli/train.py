@@ -14,6 +14,7 @@ that wrote it, so `eval` and `export` find their way back from a checkpoint alon
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from tether.core import registry
 from tether.core.config import load_config
 from tether.core.errors import TetherError
+from tether.core.paths import find_given
 
 CONTRACT = "contract.json"
 
@@ -38,6 +40,8 @@ class EvalOptions:
     # simulator override (e.g. "mujoco" to evaluate a policy trained on pybullet)
     sim: str | None = None
     overrides: list[str] = field(default_factory=list)
+    # the experiment to evaluate an exported model folder in (default: its model.json's)
+    config: str | None = None
 
 
 def trainer_of_checkpoint(checkpoint: str | Path) -> tuple[Path, Any]:
@@ -70,7 +74,26 @@ def run_train(config: str, overrides: list[str], out: str | None, resume: bool) 
     return 0
 
 
+def exported_model(path: str | Path) -> Path | None:
+    """The folder of an exported model (model.onnx + model.json, no contract.json), or None."""
+    p = find_given(path)
+    folder = p.parent if p.is_file() else p
+    if (folder / CONTRACT).is_file() or not (folder / "model.json").is_file():
+        return None
+    return folder
+
+
 def run_eval(checkpoint: str, options: EvalOptions) -> int:
+    model = exported_model(checkpoint)
+    if model is not None:  # an exported model (models/...): onnxruntime in its experiment
+        from tether.policies.evaluation import evaluate_model
+
+        options.out = options.out or default_out(f"eval-{model.name}")
+        summary = evaluate_model(model, options)
+        print(json.dumps({k: v for k, v in summary.items() if k != "per_episode"}, indent=2))
+        return 0
+    if options.config:
+        raise TetherError("--config applies to exported model folders (a checkpoint has its own)")
     path, trainer = trainer_of_checkpoint(checkpoint)
     if options.out is None:
         options.out = default_out(f"eval-{path.name}")
@@ -80,7 +103,37 @@ def run_eval(checkpoint: str, options: EvalOptions) -> int:
 
 
 def run_export(checkpoint: str, fmt: str, out: str | None) -> int:
+    model = exported_model(checkpoint)
+    if model is not None:
+        return _export_exported(model, fmt, Path(out) if out else None)
     path, trainer = trainer_of_checkpoint(checkpoint)
     written = trainer.export(path, fmt, Path(out) if out else None)
     print(f"exported {fmt} -> {written}")
+    return 0
+
+
+def _export_exported(model: Path, fmt: str, out: Path | None) -> int:
+    """`tether export` of an already exported folder: a TensorRT engine from its ONNX file
+    (on the target GPU); ONNX is what it already is (copied to ``out`` when one is given)."""
+    from tether.policies.runtime import MODEL_FILE, read_contract
+
+    read_contract(model / MODEL_FILE)  # a clear error if it is not a Tether model
+    if fmt == "tensorrt":
+        from tether.policies.diffusion.export import build_tensorrt
+
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            for name in (MODEL_FILE, "model.json"):
+                shutil.copy2(model / name, out / name)
+            model = out
+        print(f"exported tensorrt -> {build_tensorrt(model / MODEL_FILE)}")
+        return 0
+    if out is None:
+        print(f"{model} is already an exported ONNX model: {model / MODEL_FILE}")
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    for f in model.iterdir():
+        if f.is_file():
+            shutil.copy2(f, out / f.name)
+    print(f"exported onnx -> {out / MODEL_FILE}")
     return 0

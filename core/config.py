@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tether.core import registry
 from tether.core.errors import ConfigError
+from tether.core.paths import experiment_root, find_given, resolve_path
 from tether.core.safety import SafetyConfig
 from tether.core.spec import CameraSpec
 
@@ -31,10 +32,15 @@ class RosConfig(BaseModel):
     # lockstep: the sim steps as soon as the action for the last observation arrives
     # (fastest, deterministic); realtime: the sim steps on a wall-clock timer at control_hz
     rate_mode: Literal["lockstep", "realtime"] = "realtime"
-    # Fast DDS XML profile, relative to the repository (shared-memory transport for images)
-    dds_profile: str | None = "configs/dds/fastdds_shm.xml"
+    # Fast DDS XML profile (shared-memory transport for images); a relative path resolves
+    # like every path of an experiment (tether.core.paths), so the shipped one is found
+    dds_profile: Path | None = Path("configs/dds/fastdds_shm.xml")
     # in lockstep, how long the sim waits for an action before stepping with the watchdog
     lockstep_timeout_s: float = Field(0.5, gt=0)
+    # in lockstep, the sim also waits until the recorder has taken in every message of the
+    # current observation (it acknowledges them on recorder_ack), so a slow recorder never
+    # loses frames; `tether record` sets it
+    wait_for_recorder: bool = False
     domain_id: int | None = Field(None, ge=0, le=232)
     # serve in chunks: the policy server answers chunk_request with timestamped action chunks
     # and a chunk_executor node executes them at the control rate (blending, late-row drops,
@@ -232,11 +238,29 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Load an experiment YAML, apply dotted overrides, validate. Raises ConfigError."""
+    """Load an experiment YAML, apply dotted overrides, validate. Raises ConfigError.
+
+    ``path`` as given, else under Tether's data folders; every relative path field of the
+    result is made absolute against the experiment's root (tether.core.paths)."""
+    path = find_given(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
-    return parse_experiment(apply_overrides(data, overrides or []), str(path))
+    cfg = parse_experiment(apply_overrides(data, overrides or []), str(path))
+    resolve_paths(cfg, experiment_root(path))
+    return cfg
+
+
+def resolve_paths(model: BaseModel, root: Path | None) -> None:
+    """Make every relative ``Path`` field of ``model`` and its sub-models absolute, in place
+    (see tether.core.paths for the rule)."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, Path):
+            # written past __setattr__: some sections are frozen, and this is their building
+            model.__dict__[name] = resolve_path(value, root)
+        elif isinstance(value, BaseModel):
+            resolve_paths(value, root)
 
 
 def dump_config(cfg: ExperimentConfig) -> dict[str, Any]:

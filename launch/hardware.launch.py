@@ -21,7 +21,8 @@ from launch_ros.actions import Node
 
 from tether.core.config import load_config
 from tether.core.errors import ConfigError
-from tether_ros.graph import find_repo_file, graph_env, plan_graph
+from tether.core.paths import find_given
+from tether_ros.graph import graph_env, plan_graph
 
 # the experiment each robot runs when none is given
 ROBOT_EXPERIMENTS = {
@@ -37,17 +38,9 @@ ARGS = {
 
 
 def _experiment_path(value: str) -> str:
-    if os.path.exists(value):
-        return os.path.abspath(value)
-    try:  # installed by colcon: share/tether_ros/configs/...
-        from ament_index_python.packages import get_package_share_directory
-
-        shared = os.path.join(get_package_share_directory("tether_ros"), value)
-        if os.path.exists(shared):
-            return shared
-    except Exception:  # noqa: BLE001 - not in an ament environment
-        pass
-    return str(find_repo_file(value))
+    """As given, else under Tether's data folders: the checkout, or share/tether_ros of the
+    sourced install (tether.core.paths, the rule every entry point uses)."""
+    return str(find_given(value))
 
 
 def hardware_overrides(mock: str) -> list[str]:

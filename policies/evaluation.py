@@ -51,7 +51,15 @@ def eval_experiment(checkpoint: Path, options: Any, policy: dict[str, Any]) -> d
     contract = json.loads(contract_file.read_text())
     if "experiment" not in contract:
         raise TetherError(f"{contract_file}: no 'experiment' section to evaluate in")
-    data = dict(contract["experiment"])
+    return episode_experiment(contract["experiment"], options, policy)
+
+
+def episode_experiment(
+    experiment: dict[str, Any], options: Any, policy: dict[str, Any]
+) -> dict[str, Any]:
+    """``experiment`` with ``policy`` in place of its own, the evaluation's episodes and the
+    user's overrides (``options.sim`` among them)."""
+    data = dict(experiment)
     data.pop("train", None)
     data["policy"] = dict(policy)
     data["episodes"] = {
@@ -63,6 +71,27 @@ def eval_experiment(checkpoint: Path, options: Any, policy: dict[str, Any]) -> d
     if options.sim:
         overrides.append(f"sim.type={options.sim}")
     return apply_overrides(data, overrides)
+
+
+def evaluate_model(model_dir: Path, options: Any) -> dict[str, Any]:
+    """Evaluate an exported model folder (model.onnx + model.json, as in ``models/``) in the
+    experiment its model.json carries, or in ``options.config`` (an experiment YAML)."""
+    from tether.core.config import dump_config, load_config
+    from tether.policies.runtime import MODEL_FILE, read_contract
+
+    contract = read_contract(model_dir / MODEL_FILE)
+    if options.config:
+        experiment = dump_config(load_config(options.config))
+    elif isinstance(contract.get("experiment"), dict):
+        experiment = contract["experiment"]
+    else:
+        raise TetherError(
+            f"{model_dir}/model.json names no experiment to evaluate in: pass --config "
+            "<experiment.yaml>"
+        )
+    policy = {"type": "onnx", "model": str((model_dir / MODEL_FILE).resolve())}
+    data = episode_experiment(experiment, options, policy)
+    return run_evaluation(data, model_dir, options, str(model_dir / "model.json"))
 
 
 def summarize(name: str, results: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
@@ -84,9 +113,16 @@ def summarize(name: str, results: list[dict[str, Any]], extra: dict[str, Any]) -
 
 def evaluate_checkpoint(checkpoint: Path, options: Any, policy: dict[str, Any]) -> dict[str, Any]:
     """Run ``options.episodes`` episodes from seed ``options.seed``; returns the summary."""
+    data = eval_experiment(checkpoint, options, policy)
+    return run_evaluation(data, checkpoint, options, str(checkpoint / "contract.json"))
+
+
+def run_evaluation(
+    data: dict[str, Any], checkpoint: Path, options: Any, source: str
+) -> dict[str, Any]:
+    """Run the evaluation experiment ``data`` in-process or over ROS 2; the summary."""
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    data = eval_experiment(checkpoint, options, policy)
     if options.ros:
         from tether.cli.demo import run_demo
 
@@ -98,7 +134,7 @@ def evaluate_checkpoint(checkpoint: Path, options: Any, policy: dict[str, Any]) 
     from tether.sim.loop import run_local_episode
     from tether.sim.runner import SimRunner
 
-    cfg = parse_experiment(data, str(checkpoint / "contract.json"))
+    cfg = parse_experiment(data, source)
     runner = SimRunner(cfg)
     inner = build_policy(cfg, runner.spec)
     cams = [c.name for c in runner.spec.cameras]

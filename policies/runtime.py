@@ -39,8 +39,31 @@ def _import_ort() -> Any:
     return ort
 
 
+MODEL_FILE = "model.onnx"
+
+
+def model_file(model: str | Path) -> Path:
+    """The ONNX file of ``model``: the path itself, or ``model.onnx`` in a model folder
+    (what `tether export` writes and ``models/`` ships)."""
+    p = Path(model)
+    return p / MODEL_FILE if p.is_dir() else p
+
+
+def portable_experiment(experiment: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The experiment a model was trained in, as model.json carries it (so `tether eval
+    <model folder>` knows the robot, world and task): without the training and policy
+    sections, and without this machine's paths (the DDS profile falls back to its default)."""
+    if not isinstance(experiment, dict):
+        return None
+    out = {k: v for k, v in experiment.items() if k not in ("train", "policy")}
+    if isinstance(out.get("ros"), dict):
+        out["ros"] = {k: v for k, v in out["ros"].items() if k != "dds_profile"}
+    return out
+
+
 def contract_path(model: Path) -> Path:
     """model.json beside ``model`` (``<stem>.json`` wins when both exist)."""
+    model = model_file(model)
     own = model.with_suffix(".json")
     return own if own.is_file() else model.parent / "model.json"
 
@@ -48,6 +71,12 @@ def contract_path(model: Path) -> Path:
 def read_contract(model: Path) -> dict[str, Any]:
     """The model's I/O contract (model.json), checked for the fields the runtime needs."""
     path = contract_path(model)
+    if not model_file(model).is_file():
+        raise TetherError(
+            f"model file not found: {model_file(model)} (export one with `tether export "
+            "<checkpoint>`, or set policy.model to an exported model folder such as "
+            "models/panda_lift_diffusion)"
+        )
     if not path.is_file():
         raise TetherError(f"{model}: no model.json beside it (the I/O contract is required)")
     try:
@@ -94,10 +123,8 @@ class OnnxModel:
         self, model: str | Path, threads: int = 1, providers: list[str] | None = None
     ) -> None:
         ort = _import_ort()
-        self.path = Path(model)
-        if not self.path.is_file():
-            raise TetherError(f"model file not found: {self.path}")
-        self.contract = read_contract(self.path)
+        self.path = model_file(model)
+        self.contract = read_contract(self.path)  # says what is missing
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(threads)
         opts.inter_op_num_threads = 1

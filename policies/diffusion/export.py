@@ -18,6 +18,7 @@ from tether.policies.diffusion.checkpoint import load_net
 from tether.policies.diffusion.config import IMAGE_PREFIX
 from tether.policies.diffusion.inference import FastSampler
 from tether.policies.diffusion.model import DiffusionNet
+from tether.policies.runtime import portable_experiment
 
 # 17: LayerNormalization. Newer opsets add Mish (18) and GroupNormalization (18, 21), but
 # onnxruntime's CPU provider (1.31) only expands them into their function bodies (Softplus,
@@ -102,6 +103,8 @@ def model_json(net: DiffusionNet, contract: dict[str, Any], steps: int) -> dict[
         "joint_names": contract.get("joint_names", contract["action_names"]),
         "normalization": contract["normalization"],
         "action_scale": contract["action_scale"],
+        # the experiment it was trained in: `tether eval <this folder>` runs it there
+        "experiment": portable_experiment(contract.get("experiment")),
     }
 
 

@@ -14,6 +14,7 @@ import torch
 
 from tether.policies.quad.checkpoint import TRAINER, load_policy
 from tether.policies.quad.model import ENV_STATE_DIM, STATE_DIM, HoverExport
+from tether.policies.runtime import portable_experiment
 
 OPSET = 17
 
@@ -53,6 +54,8 @@ def model_json(contract: dict[str, Any]) -> dict[str, Any]:
         "units": "rpm",
         "description": "hover at env_state[0:3]: state (x y z m, qw qx qy qz, v world m/s, "
         "w body rad/s) -> rotor speeds",
+        # the experiment it was trained in: `tether eval <this folder>` runs it there
+        "experiment": portable_experiment(contract.get("experiment")),
     }
 
 

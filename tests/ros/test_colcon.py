@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("mujoco")
 pytestmark = [pytest.mark.ros, pytest.mark.mujoco, pytest.mark.slow]
 
+from colcon_helpers import PKG, REPO, build_workspace, clean_env  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from ros_helpers import ros_context, spin_until  # noqa: E402
@@ -33,27 +33,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from tether_ros import interface as itf  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-PKG = "tether_ros"
 EXPERIMENT = REPO / "configs" / "experiments" / "panda_lift_expert.yaml"
-# variables a sourced workspace would set: dropped, so only install/setup.bash provides them
-WORKSPACE_VARS = ("PYTHONPATH", "AMENT_PREFIX_PATH", "COLCON_PREFIX_PATH", "CMAKE_PREFIX_PATH")
-
-
-def _colcon() -> list[str]:
-    """The venv's colcon (next to this interpreter), else one on PATH; skip if there is none."""
-    beside = Path(sys.executable).with_name("colcon")
-    found = str(beside) if beside.exists() else shutil.which("colcon")
-    if found is None:
-        pytest.skip("colcon is not installed (pip install colcon-common-extensions)")
-    return [found]
-
-
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in WORKSPACE_VARS}
-    env.setdefault("MUJOCO_GL", "egl")
-    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    return env
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -69,25 +49,7 @@ def install(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     Both modes: a plain build is what a deployment ships, --symlink-install is what
     docker/Dockerfile and developers use (it breaks with setuptools >= 80, colcon-core#696).
     """
-    colcon = _colcon()
-    ws = tmp_path_factory.mktemp("ros2_ws")
-    shutil.copytree(
-        REPO / "ros2_ws" / "src",
-        ws / "src",
-        symlinks=False,  # follow launch -> ../../../launch and configs -> ../../../configs
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
-    )
-    symlink = ["--symlink-install"] if request.param else []
-    out = subprocess.run(
-        [*colcon, "build", "--base-paths", "src", "--event-handlers", "console_direct+", *symlink],
-        cwd=ws,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, f"colcon build failed:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
-    return ws / "install"
+    return build_workspace(tmp_path_factory.mktemp("ros2_ws"), symlink=request.param)
 
 
 def test_install_tree_is_ros_shaped(install):
@@ -102,6 +64,10 @@ def test_install_tree_is_ros_shaped(install):
     assert (share / "launch" / "sim.launch.py").is_file()  # where `ros2 launch` looks
     assert (share / "configs" / "experiments" / EXPERIMENT.name).is_file()
     assert (share / "configs" / "dds" / "fastdds_shm.xml").is_file()
+    # every shipped model, where an installed experiment's models/... resolves
+    for model in sorted((REPO / "models").iterdir()):
+        for name in ("model.onnx", "model.json"):
+            assert (share / "models" / model.name / name).is_file(), (model.name, name)
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / PKG).is_file()
     assert (install / "setup.bash").is_file()
 
@@ -117,7 +83,7 @@ def test_sourced_setup_finds_the_package(install):
     out = subprocess.run(
         ["bash", "-c", 'source install/setup.bash && exec "$0" -c "$1"', sys.executable, probe],
         cwd=install.parent,
-        env=_clean_env(),
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=30,
@@ -152,7 +118,7 @@ def test_installed_sim_bridge_publishes_and_stops_on_sigint(install, panda, tmp_
                 "overrides:=['episodes.autostart=false']",
             ],
             cwd=install.parent,
-            env=_clean_env(),
+            env=clean_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -74,11 +74,9 @@ def test_the_shipped_hover_policy_recovers_and_holds_over_ros(repo):
     from tether.core.config import load_config
 
     exp = repo / "configs/experiments/quad_hover_onnx.yaml"
-    assert str(load_config(exp).policy.model) == "models/quad_hover/model.onnx"  # type: ignore[attr-defined]
-    model = repo / "models/quad_hover/model.onnx"
-    cfg = load_config(
-        exp, ["ros.rate_mode=lockstep", "ros.lockstep_timeout_s=2.0", f"policy.model={model}"]
-    )
+    # the YAML's relative path, resolved against the experiment's root (the repository)
+    assert load_config(exp).policy.model == repo / "models/quad_hover/model.onnx"  # type: ignore[attr-defined]
+    cfg = load_config(exp, ["ros.rate_mode=lockstep", "ros.lockstep_timeout_s=2.0"])
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
         server = PolicyServer(cfg, context=ctx)

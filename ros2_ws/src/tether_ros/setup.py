@@ -2,6 +2,7 @@
 pyproject.toml) must be installed in the same Python environment."""
 
 from glob import glob
+from pathlib import Path
 
 from setuptools import setup
 
@@ -14,10 +15,17 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
-        # launch/ and configs/ are links to the repository's folders
+        # launch/, configs/ and models/ are links to the repository's folders; an installed
+        # experiment's relative paths (models/..., configs/dds/...) resolve against
+        # share/tether_ros, its root (tether.core.paths)
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/configs/experiments", glob("configs/experiments/*.yaml")),
         ("share/" + package_name + "/configs/dds", glob("configs/dds/*.xml")),
+        *[
+            (f"share/{package_name}/{folder}", [str(f) for f in sorted(Path(folder).iterdir())])
+            for folder in sorted(glob("models/*"))
+            if Path(folder).is_dir()
+        ],
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -20,10 +20,9 @@ from pathlib import Path
 
 from tether.core.config import ExperimentConfig, load_config
 from tether.core.errors import ConfigError
+from tether.core.paths import find_given
 from tether.sim.drone_bridge import drone_names
 from tether.sim.factory import robot_kind
-
-REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 @dataclass(frozen=True)
@@ -45,26 +44,6 @@ class NodeSpec:
         return f"{ns}_{self.name}" if ns else self.name
 
 
-def find_repo_file(path: str) -> Path:
-    """Resolve a repository-relative path (configs/...): as given (absolute or from the CWD),
-    else from the repository this module lives in, else from the colcon-installed
-    share/tether_ros (where configs/ is installed)."""
-    p = Path(path)
-    if p.is_absolute() or p.exists():
-        return p.resolve()
-    candidates = [REPO_ROOT / p]
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        candidates.append(Path(get_package_share_directory("tether_ros")) / p)
-    except Exception:  # noqa: BLE001 - not installed by colcon
-        pass
-    for c in candidates:
-        if c.exists():
-            return c.resolve()
-    return candidates[0].resolve()
-
-
 def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for every node: Fast DDS with the shared-memory profile, headless GL."""
     env = dict(os.environ if base is None else base)
@@ -72,8 +51,8 @@ def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("PYOPENGL_PLATFORM", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if cfg.ros.dds_profile:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(find_repo_file(cfg.ros.dds_profile))
+    if cfg.ros.dds_profile:  # absolute: load_config resolved it (tether.core.paths)
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(cfg.ros.dds_profile)
     if cfg.ros.domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(cfg.ros.domain_id)
     return env
@@ -91,7 +70,7 @@ def plan_graph(
     driver when ``hardware.mock`` (see hardware_nodes).
     ``policy=False`` leaves the policy server out (a human drives through teleop).
     ``ros.chunked`` adds a chunk_executor and puts the policy server in chunk mode."""
-    path = str(Path(experiment).resolve())
+    path = str(find_given(experiment))
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
     params: dict[str, object] = {"experiment": path}
     if overrides:
@@ -156,10 +135,10 @@ def chunk_low_water_s(cfg: ExperimentConfig) -> float | None:
     if policy.type == "onnx" and getattr(policy, "model", None) is not None:
         from tether.policies.runtime import read_contract
 
-        c = read_contract(find_repo_file(str(policy.model)))  # type: ignore[attr-defined]
+        c = read_contract(policy.model)  # type: ignore[attr-defined]
         horizon = int(c["outputs"][0]["shape"][-2])
     elif policy.type == "diffusion" and getattr(policy, "checkpoint", None) is not None:
-        path = find_repo_file(str(policy.checkpoint)) / "contract.json"  # type: ignore[attr-defined]
+        path = Path(policy.checkpoint) / "contract.json"  # type: ignore[attr-defined]
         if not path.is_file():
             return None  # the policy server says what is wrong with the checkpoint
         c = json.loads(path.read_text())
@@ -295,8 +274,20 @@ class GraphProcesses:
         )
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """SIGINT (clean shutdown), then SIGTERM, then SIGKILL for stragglers."""
-        for sig, wait in ((signal.SIGINT, timeout_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
+        """SIGINT (clean shutdown) to one node after the other in reverse start order, each
+        waited for, ``timeout_s`` for all of them; then SIGTERM, then SIGKILL for stragglers.
+
+        The order matters: a bridge's last act is its safe stop (zero twist, hold, land) to
+        the driver started before it (a mock driver), which must still be there to get it."""
+        deadline = time.monotonic() + timeout_s
+        for p in reversed(list(self.procs.values())):
+            if p.poll() is not None:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.0, deadline - time.monotonic()))
+        for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
             alive = [p for p in self.procs.values() if p.poll() is None]
             if not alive:
                 return
