@@ -15,6 +15,12 @@ class InvalidCommand(TetherError):
     """A command (action, trajectory) was rejected before reaching the robot."""
 
 
+class StaleCommand(InvalidCommand):
+    """A command stamped in a timeline that has ended: sent before a reset (or a clock jump
+    back) restarted time, and arriving after it. Expected after every reset (the previous
+    episode's last chunk still in flight): dropped and counted, not a fault to warn about."""
+
+
 class MissingDependency(TetherError):
     """An optional dependency is not installed; the message says what to install."""
 

@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tether.core.errors import ConfigError, InvalidCommand
+from tether.core.errors import ConfigError, InvalidCommand, StaleCommand
 from tether.core.spec import ActionSpec, RobotSpec
 
 POSITION_MODES = ("joint_position",)
@@ -113,6 +113,8 @@ class SafetyStats:
     geofence_blocked: int = 0
     stale_steps: int = 0
     clock_jumps: int = 0
+    # commands from before a reset / clock jump back, dropped (StaleCommand; not rejected)
+    old_timeline: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     reaction_periods: list[float] = field(default_factory=list)
 
@@ -152,6 +154,9 @@ class SafetyFilter:
         self._valid_until = -np.inf
         self._hold: np.ndarray | None = None
         self._last_cmd_t: float | None = None  # time of the last fresh command
+        # the latest time seen before the last reset or clock jump back (s): where the old
+        # timeline ended, so a late command stamped in it is recognised as such
+        self._timeline_end: float | None = None
         self.reset()
 
     # --- limits --------------------------------------------------------------------------
@@ -220,6 +225,8 @@ class SafetyFilter:
         """Forget old commands and stamps; ``current`` (measured action-space position) seeds
         the rate limit. The e-stop stays as it is."""
         cur = None if current is None else np.asarray(current, np.float32).copy()
+        if self._last_now is not None:
+            self._timeline_end = self._last_now
         self._last_out = cur
         self._prev_out = None if cur is None else cur.copy()  # at a reset the robot is at rest
         self._cmd = None
@@ -262,11 +269,22 @@ class SafetyFilter:
     def check_stamp(self, stamp_s: float, now_s: float) -> None:
         """Accept a command stamp (s, the clock of ``now_s``) or raise InvalidCommand: one
         older than the last accepted stamp is out of order, one later than now +
-        ``future_tolerance_s`` is from the future (a clock mix-up)."""
+        ``future_tolerance_s`` is from the future (a clock mix-up). A later stamp that lies
+        in the timeline before the last reset / clock jump back (up to its end plus a control
+        period, the old timeline's last observation) raises StaleCommand instead: a command
+        that was on its way when time restarted, expected and counted in
+        ``stats.old_timeline``, not in ``stats.rejected``."""
         self._observe_time(now_s, self._last_out)
         if not np.isfinite(stamp_s):
             self._reject("stamp not finite")
-        if stamp_s > now_s + self.cfg.future_tolerance_s:
+        tol = self.cfg.future_tolerance_s
+        if stamp_s > now_s + tol:
+            end = self._timeline_end
+            if end is not None and stamp_s <= end + self.dt + tol:
+                self.stats.old_timeline += 1
+                raise StaleCommand(
+                    f"stamp {stamp_s:.3f} s is from before time restarted (now {now_s:.3f} s)"
+                )
             self._reject(f"future stamp {stamp_s:.3f} s > now {now_s:.3f} s + tolerance")
         if self._last_stamp is not None and stamp_s < self._last_stamp - EPS_S:
             self._reject(f"out-of-order stamp {stamp_s:.3f} s < {self._last_stamp:.3f} s")

@@ -12,7 +12,7 @@ import numpy as np
 
 from tether.core import registry
 from tether.core.config import ExperimentConfig
-from tether.core.errors import InvalidCommand
+from tether.core.errors import InvalidCommand, StaleCommand
 from tether.core.experiment import build_task, max_episode_steps
 from tether.core.protocols import SimBackend
 from tether.core.safety import ForwardKinematics, SafetyFilter
@@ -55,6 +55,7 @@ class SimRunner:
         self.chunk: ActionChunk | None = None
         self.obs: Observation | None = None
         self.rejected = 0
+        self.old_timeline = 0  # chunks from before a reset / clock jump back, dropped
         self.last_stale = True  # whether the last step's action came from the watchdog
         self._last_step_ns: int | None = None
         self._camera_next: dict[str, int] = {}
@@ -99,6 +100,9 @@ class SimRunner:
         if self.obs is not None:
             try:  # out-of-order or future stamps never replace the chunk in force
                 self.safety.check_stamp(chunk.t0_ns * 1e-9, self.obs.stamp_ns * 1e-9)
+            except StaleCommand:
+                self.old_timeline += 1
+                raise
             except InvalidCommand:
                 self.rejected += 1
                 raise

@@ -97,7 +97,8 @@ class MockAutopilot:
     ``cut_link()`` simulates a radio/cable loss (nothing in or out) for failsafe tests.
 
     State (read under ``lock``): ``pos``/``vel`` (3,) NED m, m/s; ``yaw`` rad (NED);
-    ``armed``; ``mode`` (a MODES name); ``failsafe`` (the reason, or None); ``landed``.
+    ``armed``; ``mode`` (a MODES name); ``failsafe`` (the reason, or None); ``landed``;
+    ``last_command``: the last COMMAND_LONG received, (MAV_CMD name, CLOCK_MONOTONIC ns).
     """
 
     def __init__(self, cfg: MockAutopilotConfig | None = None) -> None:
@@ -112,6 +113,7 @@ class MockAutopilot:
         self.failsafe: str | None = None
         self.takeoff_alt = 2.5
         self.statustexts: list[str] = []
+        self.last_command: tuple[str, int] | None = None
         self._sp_vel = np.zeros(3)
         self._sp_yaw_rate = 0.0
         self._sp_time = -math.inf
@@ -217,6 +219,8 @@ class MockAutopilot:
         cmd = msg.command
         ok, denied = mav.MAV_RESULT_ACCEPTED, mav.MAV_RESULT_DENIED
         with self.lock:
+            known = mav.enums["MAV_CMD"].get(cmd)
+            self.last_command = (known.name if known else str(cmd), time.monotonic_ns())
             if cmd == mav.MAV_CMD_COMPONENT_ARM_DISARM:
                 if msg.param1 >= 0.5:
                     result = denied if self.failsafe else ok

@@ -6,7 +6,13 @@ period. Time is the wall clock (monotonic) since the last reset, in ns.
 Task objects have no simulator here: ``set_body_pose`` (what a task's reset asks for) records
 where the object is meant to be, and ``body_pose`` / ``env_state`` report that pose, the way
 an operator places the object and a motion-capture system reports it; the robot's own base
-pose comes from its ``base_pose`` observation (odometry). ROS-free.
+pose comes from its ``base_pose`` observation (odometry).
+
+Episodes are scored as in simulation where the hardware can judge the task: a mobile base's
+go-to-goal compares its odometry with the goal, so reaching the goal ends the episode (and
+``episodes.auto_reset`` starts the next), as in the sim twin. A task that needs what the
+hardware does not report (an end-effector pose, a moved object) scores 0 and never succeeds:
+its episodes end on the time limit. ROS-free.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class RobotBackend:
         self._last_stamp = -1
         self._last_step = 0
         self._robot_obs: Observation | None = None
+        # "reward" / "success" once the task asked for something the hardware cannot report
+        self._unscored: set[str] = set()
 
     # ---- SimBackend -------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Observation:
@@ -62,15 +70,30 @@ class RobotBackend:
         return self.observe()
 
     def step(self, action: np.ndarray) -> StepResult:
-        """Send ``action`` (spec.action.shape) and return the observation one period later;
-        reward 0 and never terminated (no simulator judges success on hardware)."""
+        """Send ``action`` (spec.action.shape) and return the observation one period later,
+        with the task's reward and success where the hardware can judge them (module doc);
+        terminated on success, never truncated (the runner counts the time limit)."""
         if self.pace:
             wait_ns = self._last_step + round(self.spec.dt * 1e9) - self.clock_ns()
             if wait_ns > 0:
                 time.sleep(wait_ns * 1e-9)
         self._last_step = self.clock_ns()
         self.robot.send_action(np.asarray(action))
-        return StepResult(self.observe())
+        obs = self.observe()
+        reward = float(self._score("reward", 0.0))
+        success = bool(self._score("success", False))
+        return StepResult(obs, reward, success, False, {"is_success": success})
+
+    def _score(self, what: str, default: Any) -> Any:
+        """``task.<what>(self)``, or ``default`` when there is no task or it needs what the
+        hardware cannot report (asked once: such a task is not asked again)."""
+        if self.task is None or what in self._unscored:
+            return default
+        try:
+            return getattr(self.task, what)(self)
+        except TetherError:
+            self._unscored.add(what)
+            return default
 
     def observe(self) -> Observation:
         obs = self._robot_obs = self.robot.get_observation()

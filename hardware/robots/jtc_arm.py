@@ -16,7 +16,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from tether.core.errors import InvalidCommand, TetherError
 from tether.core.spec import RobotSpec
 from tether.core.types import Observation
-from tether.hardware.robots.ros_io import driver_topic, wait_for
+from tether.hardware.robots.ros_io import driver_topic, wait_acked, wait_for
 from tether_ros import interface as itf
 
 
@@ -71,6 +71,10 @@ class JtcArm:
             )
 
     def disconnect(self) -> None:
+        """Wait until the driver acknowledged the last command sent (the bridge's hold on
+        shutdown), then forget the arm's state."""
+        if self._msg is not None:
+            wait_acked(self._pub)
         self._msg = None
 
     def _read(self, values: Any) -> np.ndarray:

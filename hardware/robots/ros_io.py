@@ -7,7 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
+
+# how long a robot's disconnect waits for its driver to acknowledge the last (stop) command
+ACK_TIMEOUT_S = 1.0
 
 
 def driver_topic(namespace: str, topic: str) -> str:
@@ -30,3 +34,10 @@ def wait_for(node: Any, predicate: Callable[[], bool], timeout_s: float) -> bool
         executor.remove_node(node)
         executor.shutdown()
     return predicate()
+
+
+def wait_acked(publisher: Any, timeout_s: float = ACK_TIMEOUT_S) -> bool:
+    """Wait until every matched (reliable) subscriber acknowledged what ``publisher`` sent,
+    at most ``timeout_s``: a stop command published right before the node goes must reach
+    the driver, not die in a send queue. True when acknowledged (or nobody listens)."""
+    return bool(publisher.wait_for_all_acked(Duration(nanoseconds=round(timeout_s * 1e9))))

@@ -16,7 +16,7 @@ from sensor_msgs.msg import LaserScan
 from tether.core.errors import InvalidCommand, TetherError
 from tether.core.spec import RobotSpec
 from tether.core.types import Observation
-from tether.hardware.robots.ros_io import driver_topic, wait_for
+from tether.hardware.robots.ros_io import driver_topic, wait_acked, wait_for
 from tether_ros import interface as itf
 from tether_ros.base_bridge import scan_to_array
 
@@ -67,8 +67,10 @@ class TwistBase:
             )
 
     def disconnect(self) -> None:
+        """Stop the base (a zero twist, acknowledged by the driver) and forget its state."""
         if self._odom is not None:
-            self._pub.publish(Twist())  # stop
+            self._pub.publish(Twist())
+            wait_acked(self._pub)
         self._odom = None
 
     def get_observation(self) -> Observation:

@@ -86,3 +86,32 @@ def test_estop_latches_until_released():
     f.command(np.array([0.01, 0.0]), now_s=0.01)
     _, stale = f.output(0.01, measured=np.zeros(2))
     assert not stale
+
+
+def test_a_command_from_before_a_reset_is_stale_not_rejected():
+    """After a reset (time restarts at 0) the previous episode's last chunk, stamped up to the
+    old timeline's end, is a StaleCommand (expected, counted apart); a stamp later than
+    anything the old timeline reached is still a rejected future stamp."""
+    from tether.core.errors import StaleCommand
+
+    f = SafetyFilter(_spec(hz=100.0))
+    f.reset(np.zeros(2))
+    for k in range(300):  # an episode of 3 s
+        f.output(k * 0.01, measured=np.zeros(2))
+    f.check_stamp(2.99, now_s=3.0)
+    f.reset(np.zeros(2))  # the next episode: t = 0
+    with pytest.raises(StaleCommand, match="before time restarted"):
+        f.check_stamp(3.0, now_s=0.01)  # the last observation of the old episode answered
+    assert f.stats.old_timeline == 1 and f.stats.rejected == 0
+    with pytest.raises(InvalidCommand, match="future stamp") as err:
+        f.check_stamp(9.0, now_s=0.01)
+    assert not isinstance(err.value, StaleCommand)
+    assert f.stats.rejected == 1 and f.stats.reasons == {"future": 1}
+    f.check_stamp(0.01, now_s=0.01)  # the new episode's commands pass
+
+
+def test_a_future_stamp_before_any_reset_is_rejected():
+    f = SafetyFilter(_spec())
+    with pytest.raises(InvalidCommand, match="future stamp"):
+        f.check_stamp(1.0, now_s=0.0)
+    assert f.stats.old_timeline == 0 and f.stats.rejected == 1

@@ -1,8 +1,8 @@
 """Fault injection: the clock jumps back. A simulator reset mid-run (sim time back to 0) while
-a policy server streams: a chunk stamped in the old timeline is rejected as from the future,
-the policy server resets, and the loop carries on with fresh commands. A backend whose clock
-jumps back by itself (a restarted driver) resets the safety filter: nothing commanded before
-the jump is applied after it."""
+a policy server streams: a chunk stamped in the old timeline is dropped (expected: counted,
+no warning), the policy server resets, and the loop carries on with fresh commands. A
+backend whose clock jumps back by itself (a restarted driver) resets the safety filter:
+nothing commanded before the jump is applied after it."""
 
 from __future__ import annotations
 
@@ -45,10 +45,22 @@ def _call(ex, client) -> Trigger.Response:
     return future.result()
 
 
-def test_simulator_reset_mid_run_rejects_old_timeline_commands(repo):
+def test_simulator_reset_mid_run_rejects_old_timeline_commands(repo, monkeypatch):
+    """The late chunk of the old timeline is dropped as expected (counted in
+    ``old_timeline``, logged at debug level): no warning, not counted as rejected. A
+    malformed trajectory after it still warns."""
     cfg = load_config(repo / ARM, RUN)
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
+        warnings: list[str] = []
+        logger = bridge.get_logger()
+        real_warning = logger.warning
+
+        def warning(msg, *args, **kwargs):
+            warnings.append(str(msg))
+            return real_warning(msg, *args, **kwargs)
+
+        monkeypatch.setattr(logger, "warning", warning)
         spy = BridgeSpy(bridge)
         server = PolicyServer(cfg, context=ctx)
         probe = Node("probe", context=ctx)
@@ -67,15 +79,25 @@ def test_simulator_reset_mid_run_rejects_old_timeline_commands(repo):
         # a command of the old timeline, late: distinctive target, stamped before the reset
         target = bridge.runner.measured(bridge.runner.obs).copy()
         target[0] += 0.3
-        rejected = bridge.rejected
+        rejected, dropped = bridge.rejected, bridge.old_timeline
         pub.publish(
             conv.chunk_to_trajectory(
                 ActionChunk(np.repeat(target[None], 50, 0), bridge.spec.dt, t_old),
                 bridge.spec.action.names,
             )
         )
+        assert spin_until(ex, lambda: bridge.old_timeline > dropped)
+        assert bridge.rejected == rejected and bridge.runner.safety.stats.old_timeline >= 1
+        assert not [w for w in warnings if "joint_trajectory" in w], warnings
+        # a genuinely bad command still warns: one joint short
+        bad = conv.chunk_to_trajectory(
+            ActionChunk(np.repeat(target[None], 5, 0), bridge.spec.dt, bridge.runner.obs.stamp_ns),
+            bridge.spec.action.names,
+        )
+        bad.joint_names = bad.joint_names[:-1]
+        pub.publish(bad)
         assert spin_until(ex, lambda: bridge.rejected > rejected)
-        assert bridge.runner.safety.stats.reasons.get("future", 0) >= 1
+        assert any("rejected joint_trajectory" in w for w in warnings), warnings
         assert _call(ex, start).success
         assert spin_until(ex, lambda: spy.fresh_since(i_reset) > 30, timeout_s=60)
         after = spy.steps[i_reset:]

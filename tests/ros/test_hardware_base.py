@@ -4,6 +4,8 @@ joint_states, and the task's goal is placed relative to the odometry pose."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -56,5 +58,54 @@ def test_mock_base_follows_twist_commands_with_odometry(repo):
             assert 0.3 < state[3] <= 0.5 + 1e-6 and 0.1 < state[4] <= 0.2 + 1e-6
             assert bridge.rejected == 0
             for n in (probe, bridge):
+                n.destroy_node()
+        mock.destroy_node()
+
+
+def test_mock_base_graph_starts_episodes_and_ends_them_at_the_goal(repo):
+    """husky_go_to_goal_mock.yaml as launched (autostart, auto_reset): an episode starts on
+    episode_status, the expert's twists reach the mock base, and the episode ends with success
+    when the odometry reaches the goal, as in the sim twin (not on the 30 s time limit), after
+    which the next one starts."""
+    from std_msgs.msg import String
+
+    from tether_ros.policy_server import PolicyServer
+
+    cfg = load_config(repo / "configs/experiments/husky_go_to_goal_mock.yaml")
+    assert cfg.episodes.autostart and cfg.episodes.auto_reset
+    events: list[dict] = []
+    with ros_context() as ctx:
+        mock = MockBaseNode(cfg, context=ctx, namespace="/driver")
+        with spinning(mock):
+            bridge = HardwareBridge(cfg, context=ctx)
+            server = PolicyServer(cfg, context=ctx)
+            probe = Node("probe", context=ctx)
+            probe.create_subscription(
+                String,
+                itf.EPISODE_STATUS,
+                lambda m: events.append(json.loads(m.data)),
+                itf.EVENT_QOS,
+            )
+            ex = SingleThreadedExecutor(context=ctx)
+            for n in (bridge, server, probe):
+                ex.add_node(n)
+
+            def kinds() -> list[str]:
+                return [e["event"] for e in events]
+
+            assert spin_until(ex, lambda: "start" in kinds(), timeout_s=10), events
+            assert spin_until(
+                ex,
+                lambda: mock.last_command is not None and abs(mock.last_command["twist"][0]) > 0.1,
+                timeout_s=20,
+            ), mock.last_command
+            # the goal is 2-5 m away (go_to_goal's default range); the expert gets there well
+            # within the 30 s limit
+            assert spin_until(ex, lambda: "end" in kinds(), timeout_s=25), events
+            end = next(e for e in events if e["event"] == "end")
+            assert end["success"] and end["steps"] < cfg.world.control_hz * 30, end
+            assert end["rejected"] == 0, end
+            assert spin_until(ex, lambda: kinds().count("start") >= 2, timeout_s=5), events
+            for n in (probe, server, bridge):
                 n.destroy_node()
         mock.destroy_node()

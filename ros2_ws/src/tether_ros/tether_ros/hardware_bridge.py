@@ -9,6 +9,12 @@ code sim_bridge runs; the robot is a ``JtcArm`` (ros2_control JointTrajectoryCon
 bridge always runs in realtime. Quadcopters (MAVLink, Crazyflie) get the drone endpoints of
 the sim bridge (odom, cmd_vel, cmd_low_level, takeoff, land, emergency, estop, ~/reset):
 see tether_ros.hardware_drone.
+
+On shutdown (``close()``, which run_node calls on SIGINT / SIGTERM while the ROS context is
+still valid) the bridge sends the safety filter's stale-command output once more as its last
+command, whatever the policy last asked for: an arm holds the position it measures now, a
+base gets a zero twist (a drone lands: HardwareDroneBridge.close); the robot then waits until
+its driver acknowledged it (reliable QoS) before the node goes.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
+
 from tether.core.config import ExperimentConfig
-from tether.core.errors import ConfigError
+from tether.core.errors import ConfigError, TetherError
 from tether.core.experiment import build_task
 from tether.core.protocols import Robot, SimBackend
 from tether.hardware.robots.backend import RobotBackend
@@ -81,6 +89,26 @@ class HardwareBridge(SimBridge):
         if not self.runner.done:
             self.runner.obs = self.runner.backend.observe()
         super()._idle_publish()
+
+    def safe_stop(self) -> np.ndarray:
+        """Send the watchdog's safe output as the last command: e-stop the safety filter
+        (nothing the policy sends any more applies) and step once, so an arm holds where it
+        is measured now and a base or other velocity mode gets zeros. Returns that action."""
+        runner = self.runner
+        runner.safety.engage_estop()
+        obs = runner.backend.observe()
+        out, _ = runner.safety.output(obs.stamp_ns * 1e-9, runner.measured(obs))
+        runner.backend.step(out)
+        return out
+
+    def close(self) -> None:
+        if self.drones is None and self._ready and getattr(self.runner.backend, "connected", False):
+            try:
+                out = self.safe_stop()
+                self.get_logger().info(f"stopped: sent the safe command {np.round(out, 4)}")
+            except TetherError as exc:  # the driver went away first: nothing to tell it
+                self.get_logger().error(f"could not send the safe stop: {exc}")
+        super().close()
 
 
 def main(args: list[str] | None = None) -> None:

@@ -7,7 +7,8 @@ Publishes ``odom`` (nav_msgs/Odometry, twist in the body frame) and ``episode_st
 setpoints only) and ``estop``; services ``takeoff``, ``land``, ``emergency``, ``~/reset``
 (std_srvs/Trigger). Every command passes the same DroneSafety gate as in simulation; at the
 control rate the gate's verdict goes to the drone: the command, hold (zero velocity) or land
-when commands stop, motors off after an emergency.
+when commands stop, motors off after an emergency. On shutdown (``close()``) an airborne
+drone is landed and one armed on the ground disarmed before the link closes.
 """
 
 from __future__ import annotations
@@ -181,4 +182,10 @@ class HardwareDroneBridge:
             self._emit("failsafe", phase=self.drone.phase)
 
     def close(self) -> None:
-        self.drone.disconnect()
+        """Land (or disarm) the drone, then close the link: nobody commands it after this."""
+        try:
+            self.node.get_logger().info(f"stopping the drone: {self.drone.safe_stop()}")
+        except TetherError as exc:  # refused or unanswered: the autopilot's failsafe remains
+            self.node.get_logger().error(f"could not land the drone on shutdown: {exc}")
+        finally:
+            self.drone.disconnect()

@@ -8,13 +8,17 @@
   UDP loopback (no ROS topics; a node so that `tether up` and launch run it alike).
 
 Arm and base run in ``hardware.driver_namespace``, where the bridge's JtcArm / TwistBase
-look. ``python -m tether_ros.mock_nodes --ros-args -r __node:=mock_arm ...`` picks the mock
+look. When a mock stops it logs the last command it received (``last command received:``
+and a JSON object with its arrival time ``t_ns``, CLOCK_MONOTONIC): what a bridge's last word
+to the hardware was, e.g. its safe stop on shutdown. ``python -m tether_ros.mock_nodes --ros-args -r __node:=mock_arm ...`` picks the mock
 by node name (what `tether up` runs); installed, each is its own executable.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -36,6 +40,15 @@ from tether_ros.runtime import experiment_from_params, run_node
 # defaults to the controller manager's update rate, 100 Hz or more
 STATE_HZ = 100.0
 SCAN_HZ = 10.0  # a typical 2D lidar
+LAST_COMMAND = "last command received: "
+
+
+def _report_last(node: Node, last: dict[str, Any] | None) -> None:
+    """Log the last command a mock received (a JSON object), or that none came."""
+    if last is None:
+        node.get_logger().info("no command received")
+    else:
+        node.get_logger().info(LAST_COMMAND + json.dumps(last))
 
 
 def _hardware(cfg: ExperimentConfig) -> HardwareConfig:
@@ -65,6 +78,8 @@ class MockArmNode(Node):
         self.names = [rename.get(n, n) for n in spec.state_names]
         self.joints = driver  # action order
         self.rejected = 0
+        # the last trajectory's final point, where the arm was when it arrived, and when
+        self.last_command: dict[str, Any] | None = None
         self.pub = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
         self.create_subscription(
             JointTrajectory,
@@ -87,7 +102,14 @@ class MockArmNode(Node):
             order = [index[n] for n in self.joints]
             points = np.array([[p.positions[i] for i in order] for p in msg.points])
             times = np.array([_seconds(p.time_from_start) for p in msg.points])
+            self.arm.get_observation()  # brings the arm's state up to now
+            measured = self.arm.q.tolist()
             self.arm.send_trajectory(points, times)
+            self.last_command = {
+                "t_ns": time.monotonic_ns(),
+                "positions": points[-1].tolist(),
+                "measured": measured,
+            }
         except (InvalidCommand, IndexError) as exc:  # a JTC rejects the goal as a whole
             self.rejected += 1
             self.get_logger().warning(f"rejected trajectory: {exc}", throttle_duration_sec=1.0)
@@ -98,6 +120,9 @@ class MockArmNode(Node):
         self.pub.publish(
             conv.joint_state_msg(stamp, tuple(self.names), obs["state"], obs["velocity"])
         )
+
+    def close(self) -> None:
+        _report_last(self, self.last_command)
 
 
 class MockBaseNode(Node):
@@ -112,6 +137,7 @@ class MockBaseNode(Node):
         hw = _hardware(self.cfg)
         self.base = MockBase(robot_spec(self.cfg), MockBaseConfig.model_validate(hw.mock_options))
         self.base.connect()
+        self.last_command: dict[str, Any] | None = None  # twist (vx, wz) and arrival time
         self.pub = self.create_publisher(Odometry, itf.ODOM, itf.SENSOR_QOS)
         self.pub_scan = self.create_publisher(LaserScan, "scan", itf.SENSOR_QOS)
         self.create_subscription(Twist, itf.CMD_VEL, self._on_cmd_vel, itf.COMMAND_QOS)
@@ -119,10 +145,14 @@ class MockBaseNode(Node):
         self.create_timer(1.0 / SCAN_HZ, self._publish_scan)
 
     def _on_cmd_vel(self, msg: Twist) -> None:
+        self.last_command = {"t_ns": time.monotonic_ns(), "twist": [msg.linear.x, msg.angular.z]}
         try:
             self.base.send_action(np.array([msg.linear.x, msg.angular.z]))
         except InvalidCommand as exc:
             self.get_logger().warning(f"rejected cmd_vel: {exc}", throttle_duration_sec=1.0)
+
+    def close(self) -> None:
+        _report_last(self, self.last_command)
 
     def _publish(self) -> None:
         obs = self.base.get_observation()
@@ -168,6 +198,12 @@ class MockAutopilotNode(Node):
 
     def close(self) -> None:
         self.autopilot.close()
+        ap = self.autopilot
+        last = None
+        if ap.last_command is not None:
+            name, t_ns = ap.last_command
+            last = {"t_ns": t_ns, "command": name, "mode": ap.mode, "armed": ap.armed}
+        _report_last(self, last)
 
 
 MOCKS: dict[str, Any] = {

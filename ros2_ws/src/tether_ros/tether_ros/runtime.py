@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -13,9 +15,14 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 
 from tether.core.config import ExperimentConfig, load_config
 from tether.core.errors import TetherError
+
+# how long the spin loop waits for work before it looks whether a signal asked it to stop (s)
+SIGNAL_POLL_S = 0.1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def make_executor(context: Any = None) -> SingleThreadedExecutor:
@@ -45,30 +52,61 @@ def experiment_from_params(node: Node) -> ExperimentConfig:
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
-    """Create the node, spin until Ctrl-C or shutdown, clean up. Returns an exit code."""
-    rclpy.init(args=args if args is not None else sys.argv)
+    """Create the node, spin until SIGINT / SIGTERM (or shutdown), clean up. Returns an exit
+    code: 0 for a signal, 2 for a TetherError (one sentence on stderr).
+
+    rclpy's own signal handler is off: it would shut the context down the moment Ctrl-C
+    lands, before the node's ``close()`` could tell the hardware to stop (a bridge's last
+    command would fail with "publisher's context is invalid"). Here a signal only ends the
+    spin; ``close()`` (a bridge's safe stop) runs while the context is valid, then the node
+    and the context go. A signal while the node is being built (a driver being waited for)
+    interrupts that as Ctrl-C did.
+    """
+    rclpy.init(
+        args=args if args is not None else sys.argv,
+        signal_handler_options=SignalHandlerOptions.NO,
+    )
+    stop = threading.Event()
+    spinning = False
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+        if not spinning:
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     node = None
+    executor = None
     code = 0
     try:
         node = factory()
         executor = make_executor()
         executor.add_node(node)
-        executor.spin()
+        spinning = True  # from here a signal ends the loop below instead of raising
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=SIGNAL_POLL_S)
     except TetherError as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RCLError:
-        # Ctrl-C landed while rclpy was mid-call: a shutdown under way is a clean exit
+        # the context went away mid-call (an external shutdown): a clean exit
         if rclpy.ok():
             raise
     finally:
-        if node is not None:
-            close = getattr(node, "close", None)
-            if close is not None:
-                close()
-            with contextlib.suppress(RCLError):
-                node.destroy_node()
-        rclpy.try_shutdown()
+        spinning = True  # a second Ctrl-C must not cut the safe stop short
+        try:
+            if node is not None:
+                close = getattr(node, "close", None)
+                if close is not None:
+                    close()
+                with contextlib.suppress(RCLError):
+                    node.destroy_node()
+            if executor is not None:
+                executor.shutdown()
+        finally:
+            rclpy.try_shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return code
