@@ -4,6 +4,11 @@ The graph is the experiment's (sim_bridge + policy_server) plus a recorder node;
 ``--teleop scripted`` the policy server runs the task's scripted expert. Only successful
 episodes are kept; the command runs episodes until ``--episodes`` are saved.
 
+With the scripted expert the sim steps in sim time (``ros.rate_mode: lockstep``): each step
+waits for the expert's answer to the current observation and for the recorder to take that
+observation in (``ros.wait_for_recorder``), so a slow or busy machine records the same
+episodes, frame for frame, as a fast one. ``--realtime`` steps on the wall clock instead.
+
 With a human device (``--teleop keyboard|gamepad|spacemouse``) there is no policy server:
 this process hosts the teleop node (the keyboard reads this terminal) and an episode
 manager whose services the teleop's episode keys call (n: start, y: stop and keep, f: stop
@@ -23,6 +28,11 @@ from tether.core.errors import TetherError
 
 TELEOP_POLICIES = {"scripted": "scripted_expert"}
 HUMAN_DEVICES = ("keyboard", "gamepad", "spacemouse")
+# sim-time recording: lockstep with the recorder in the loop; the expert is never stepped
+# past (the lockstep timeout only catches a policy server that hangs). Put before the user's
+# overrides, so an explicit ros.* override still wins.
+SIM_TIME = ["ros.rate_mode=lockstep", "ros.wait_for_recorder=true", "ros.lockstep_timeout_s=30"]
+REALTIME = ["ros.rate_mode=realtime"]
 
 
 def run_record(
@@ -34,6 +44,7 @@ def run_record(
     fps: int,
     mcap: bool = False,
     task_text: str | None = None,
+    realtime: bool = False,
 ) -> int:
     from std_msgs.msg import String
 
@@ -47,7 +58,9 @@ def run_record(
             f"--teleop {teleop}: unknown data source "
             f"(available: {', '.join([*TELEOP_POLICIES, *HUMAN_DEVICES])})"
         )
-    overrides = [*overrides, "episodes.autostart=false", "episodes.auto_reset=false"]
+    # a human drives on the wall clock; the expert in sim time unless asked otherwise
+    timing = REALTIME if realtime or teleop in HUMAN_DEVICES else SIM_TIME
+    overrides = [*timing, *overrides, "episodes.autostart=false", "episodes.auto_reset=false"]
     if teleop in TELEOP_POLICIES:
         overrides.append(f"policy.type={TELEOP_POLICIES[teleop]}")
     cfg = load_config(config, overrides)
@@ -64,7 +77,8 @@ def run_record(
     nodes = plan_graph(config, overrides, recorder=recorder)
     print(
         f"tether record: {episodes} {cfg.task.type} episodes ({teleop}) in {cfg.sim.type} "
-        f"over ROS 2 at {fps} fps -> {root}"
+        f"over ROS 2 at {fps} fps -> {root}\n  {_timing(cfg)}",
+        flush=True,
     )
     log_dir = root.parent / f".{root.name}-logs"
     saved = 0
@@ -144,7 +158,7 @@ def _record_human(
     nodes = plan_graph(config, overrides, recorder=recorder, policy=False)
     print(
         f"tether record: {episodes} {cfg.task.type} episodes by {device} in {cfg.sim.type} "
-        f"over ROS 2 at {recorder['fps']} fps -> {root}",
+        f"over ROS 2 at {recorder['fps']} fps -> {root}\n  {_timing(cfg)}",
         flush=True,
     )
     log_dir = root.parent / f".{root.name}-logs"
@@ -197,6 +211,14 @@ def _record_human(
         f"`tether dataset info {root}` describes it"
     )
     return 0
+
+
+def _timing(cfg: Any) -> str:
+    """One line saying how the sim is stepped."""
+    if cfg.ros.rate_mode == "realtime":
+        return "stepping in real time (the control rate on the wall clock)"
+    waits = "the policy and the recorder" if cfg.ros.wait_for_recorder else "the policy"
+    return f"stepping in sim time (lockstep: each step waits for {waits}; --realtime: wall clock)"
 
 
 def _grew(items: list[Any], n: int) -> bool:

@@ -28,6 +28,9 @@ CMD_LOW_LEVEL = "cmd_low_level"  # sensor_msgs/JointState, layout in conversions
 TAKEOFF = "takeoff"
 LAND = "land"
 EMERGENCY = "emergency"
+# std_msgs/Header, one per sensor message the recorder took in: frame_id = the message's
+# topic (as the publisher names it), stamp = its header stamp (ros.wait_for_recorder)
+RECORDER_ACK = "recorder_ack"
 
 
 def image_topic(camera: str) -> str:

@@ -6,7 +6,9 @@ Subscribes joint_states (observation.state), objects/<name>/pose
 frame's time) and camera/<name>/image_raw (observation.images.<name>). Episodes follow the
 sim bridge's episode_status (start -> start; end -> save if it succeeded, else discard,
 unless keep_failures) and can be driven by hand with ~/start_episode, ~/stop_episode
-(save) and ~/discard_episode (std_srvs/Trigger). Publishes recorder_status (JSON).
+(save) and ~/discard_episode (std_srvs/Trigger). Publishes recorder_status (JSON), and with
+``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header: topic, stamp) for each sensor
+message it took in, so a lockstep sim bridge never steps past what the recorder has.
 Each episode's task string is the ``task_text`` parameter (default: the task's sentence),
 or the latest std_msgs/String on ``instruction`` heard before the episode started.
 Saved episodes survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode
@@ -28,7 +30,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
@@ -138,8 +140,15 @@ class Recorder(Node):
         self._arm_until: int | None = None
 
         self.pub_status = self.create_publisher(String, RECORDER_STATUS, itf.EVENT_QOS)
+        self.pub_ack = (
+            self.create_publisher(Header, itf.RECORDER_ACK, itf.COMMAND_QOS)
+            if self.cfg.ros.wait_for_recorder and self.cfg.ros.rate_mode == "lockstep"
+            else None
+        )
         self._subscribe(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS)
-        self._subscribe(JointTrajectory, itf.JOINT_TRAJECTORY, self._on_action, itf.COMMAND_QOS)
+        self._subscribe(
+            JointTrajectory, itf.JOINT_TRAJECTORY, self._on_action, itf.COMMAND_QOS, ack=False
+        )
         for o in self.objects:
             self._subscribe(
                 PoseStamped,
@@ -165,19 +174,25 @@ class Recorder(Node):
         self.get_logger().info(f"recording {list(self.features)} at {self.fps} fps to {out}")
 
     # --- streams ---------------------------------------------------------------------
-    def _subscribe(self, cls: Any, topic: str, handler: Any, qos: Any) -> None:
+    def _subscribe(self, cls: Any, topic: str, handler: Any, qos: Any, ack: bool = True) -> None:
         """Subscribe raw: the wire bytes go to the MCAP bag as they are (re-serializing an
         rclpy message can append stray bytes that strict CDR readers reject), then the
-        message is decoded once for the dataset."""
+        message is decoded once for the dataset. ``ack``: acknowledge each message on
+        recorder_ack once handled (the sim bridge's streams, with ros.wait_for_recorder)."""
         from tether.core.data.mcap_bag import type_string
 
         full_name = self.resolve_topic_name(topic)  # bags hold absolute names
         self._bag_topics[full_name] = type_string(cls)
 
+        pub_ack = self.pub_ack if ack else None
+
         def on_raw(data: bytes) -> None:
             if self.bag is not None and self.recording:
                 self.bag.write(full_name, data, self.get_clock().now().nanoseconds)
-            handler(deserialize_message(data, cls))
+            msg = deserialize_message(data, cls)
+            handler(msg)
+            if pub_ack is not None:  # taken in (and any frame it completed, written)
+                pub_ack.publish(Header(stamp=msg.header.stamp, frame_id=topic))
 
         self.create_subscription(cls, topic, on_raw, qos, event_callbacks=itf.FAST_SUB, raw=True)
 
@@ -189,8 +204,13 @@ class Recorder(Node):
                 return
             self._armed.add(key)
         if not self.recording:
-            if self._idle and any(k == key and t > stamp for k, t, _ in self._idle):
-                self._idle.clear()  # the clock went back: a new episode's data starts here
+            if any(k == key and t > stamp for k, t, _ in self._idle):
+                # this stream's clock went back: its newer messages are the last episode's.
+                # Only this stream's: the new episode's messages already heard on other
+                # streams (an image of t=0 before the late action of the last episode's
+                # end) must stay to be replayed at the start
+                kept = [m for m in self._idle if m[0] != key or m[1] <= stamp]
+                self._idle = deque(kept, maxlen=self._idle.maxlen)
             self._idle.append((key, stamp, value))
             return
         last = self._last_stamp.get(key)

@@ -21,12 +21,12 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import Bool, String
+from std_msgs.msg import Bool, Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from tether.core.config import ExperimentConfig
-from tether.core.errors import InvalidCommand
+from tether.core.errors import InvalidCommand, StaleCommand
 from tether.core.protocols import SimBackend
 from tether.core.timing import now_ns
 from tether.sim.config_mobile_base import LidarConfig
@@ -64,11 +64,21 @@ class SimBridge(Node):
         self.mode = self.cfg.ros.rate_mode
         self.running = False
         self.rejected = 0
+        self.old_timeline = 0  # chunks from before a reset, dropped quietly (see _on_trajectory)
         self._wait_since: int | None = None  # wall time the current observation first went out
         self._stamp: int | None = None
         self._last_send: int = 0
         self._got_action = False
         self._status_seq = 0
+        # lockstep re-sends: the latest image and camera info of each camera (a re-sent
+        # observation must carry the images in force, or a policy that waits for a first
+        # image never answers and the sim never steps)
+        self._images: dict[str, tuple[Image, CameraInfo]] = {}
+        # ros.wait_for_recorder: the stamp last published and last acknowledged per topic
+        self._wait_recorder = self.mode == "lockstep" and self.cfg.ros.wait_for_recorder
+        self._sent: dict[str, int] = {}
+        self._acked: dict[str, int] = {}
+        self._held = False  # answered, but the recorder has not taken the observation in yet
         self.base: BaseTopics | None = None
         if self.spec.kind == "mobile_base":
             mb = getattr(self.cfg.world, "mobile_base", None)  # simulators; hardware: defaults
@@ -117,6 +127,14 @@ class SimBridge(Node):
         self.create_subscription(
             Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS, event_callbacks=itf.FAST_SUB
         )
+        if self._wait_recorder:
+            self.create_subscription(
+                Header,
+                itf.RECORDER_ACK,
+                self._on_recorder_ack,
+                itf.COMMAND_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
         self.create_service(Trigger, "~/reset", self._srv_reset)
         self.create_service(Trigger, "~/reset_estop", self._srv_reset_estop)
         self.create_service(Trigger, "~/start_episode", self._srv_start)
@@ -145,6 +163,10 @@ class SimBridge(Node):
     # --- episode control -------------------------------------------------------------
     def _reset(self) -> None:
         self.runner.reset()
+        self._images.clear()
+        self._sent.clear()
+        self._acked.clear()
+        self._held = False
         self._wait_since = None
         self.running = False
         self._got_action = False
@@ -169,6 +191,7 @@ class SimBridge(Node):
         self.running = False
         summary = self.runner.summary()
         summary["rejected"] = self.rejected
+        summary["old_timeline"] = self.old_timeline
         summary["stopped"] = stopped
         self._emit("end", summary)
         self.runner.done = True
@@ -233,8 +256,7 @@ class SimBridge(Node):
             self._reject_twist(exc)
             return
         self._got_action = True
-        if self.mode == "lockstep" and self.running and self.runner.answered():
-            self._step()
+        self._advance()
 
     def _reject_twist(self, exc: Exception) -> None:
         self.rejected += 1
@@ -244,6 +266,11 @@ class SimBridge(Node):
         try:
             chunk = conv.trajectory_to_chunk(msg, self.spec)
             self.runner.submit(chunk)
+        except StaleCommand as exc:
+            # expected: the previous episode's last chunk, in flight when the reset came
+            self.old_timeline += 1
+            self.get_logger().debug(f"dropped joint_trajectory: {exc}")
+            return
         except InvalidCommand as exc:
             self.rejected += 1
             self.get_logger().warning(
@@ -251,8 +278,7 @@ class SimBridge(Node):
             )
             return
         self._got_action = True
-        if self.mode == "lockstep" and self.running and self.runner.answered():
-            self._step()
+        self._advance()
 
     # --- stepping ----------------------------------------------------------------------
     def _tick(self) -> None:
@@ -269,6 +295,37 @@ class SimBridge(Node):
         if not self.runner.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
             self._publish_obs()
 
+    def _advance(self) -> None:
+        """Lockstep: step once the current observation is answered and, with
+        ros.wait_for_recorder, the recorder has taken it in (else its acknowledgement steps)."""
+        if self.mode != "lockstep" or not self.running or self.runner.done:
+            return  # (a finished episode waits in _end_when_recorded)
+        if not self.runner.answered():
+            return
+        self._held = not self._recorded()
+        if not self._held:
+            self._step()
+
+    def _recorded(self) -> bool:
+        """Whether the recorder acknowledged every message of the current observation
+        (always true without ros.wait_for_recorder)."""
+        return not self._wait_recorder or all(
+            self._acked.get(topic) == stamp for topic, stamp in self._sent.items()
+        )
+
+    def _on_recorder_ack(self, msg: Header) -> None:
+        self._acked[msg.frame_id] = conv.from_time(msg.stamp)
+        if self.running and self.runner.done:
+            self._end_when_recorded()
+        elif self._held:
+            self._advance()
+
+    def _end_when_recorded(self) -> None:
+        """The episode is over: end it once the recorder has its final observation (so the
+        recorder saves it complete)."""
+        if self._recorded():
+            self._end()
+
     def _lockstep_watch(self) -> None:
         if not self.running:
             self._idle_publish()
@@ -276,31 +333,52 @@ class SimBridge(Node):
         if self._wait_since is None:
             return
         waited_s = (now_ns() - self._wait_since) * 1e-9
-        if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s:
+        if self.runner.done:  # waiting for the recorder to take in the final observation
+            self._end_when_recorded()
+            if self.running and (now_ns() - self._last_send) * 1e-9 > 0.02:
+                self._publish_obs(resend=True)
+            return
+        if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s and self._recorded():
             self._step()  # the policy went quiet: the watchdog in the safety filter holds
         elif (now_ns() - self._last_send) * 1e-9 > 0.02:
-            self._publish_obs()  # sensor QoS is best effort: re-send a possibly lost one
+            # sensor QoS is best effort: re-send a possibly lost observation, images included
+            self._publish_obs(resend=True)
+            if self._held and waited_s > 5.0:
+                self.get_logger().warning(
+                    "waiting for the recorder to take in the observation "
+                    f"(ros.wait_for_recorder), {waited_s:.0f} s",
+                    throttle_duration_sec=5.0,
+                )
 
     def _step(self) -> None:
+        self._held = False
         self.runner.step()
         self._publish_obs()
         if self.runner.done:
-            self._end()
+            self._end_when_recorded()
 
-    def _publish_obs(self) -> None:
+    def _publish_obs(self, resend: bool = False) -> None:
         """Publish the current observation; joint_states goes last among what the policy
-        needs (objects, images), /clock after it, off the latency path."""
+        needs (objects, images), /clock after it, off the latency path. ``resend``: the
+        cameras' latest images go out again (as they were) instead of the ones due now."""
         obs = self.runner.obs
         assert obs is not None
         stamp = obs.stamp_ns
         env = obs.get("env_state")
-        for i, pub in enumerate(self.pub_objects.values()):
+        for i, (name, pub) in enumerate(self.pub_objects.items()):
             pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
-        for cam in self.runner.cameras_due():
-            img_pub, info_pub = self.pub_images[cam.name]
-            frame = f"{cam.name}_optical_frame"
-            img_pub.publish(conv.image_msg(self.runner.backend.render(cam.name), stamp, frame))
-            info_pub.publish(conv.camera_info_msg(cam, stamp, frame))
+            self._sent[itf.object_pose_topic(name)] = stamp
+        if not resend:
+            for cam in self.runner.cameras_due():
+                frame = f"{cam.name}_optical_frame"
+                self._images[cam.name] = (
+                    conv.image_msg(self.runner.backend.render(cam.name), stamp, frame),
+                    conv.camera_info_msg(cam, stamp, frame),
+                )
+                self._publish_image(cam.name)
+        else:
+            for name in self._images:
+                self._publish_image(name)
         if self.base is not None:
             self.base.publish(obs)
             js = self.base.joint_states(obs)
@@ -313,8 +391,16 @@ class SimBridge(Node):
             self._stamp, self._wait_since = stamp, self._last_send
         if self.running:
             self.runner.latency.mark(stamp, self._last_send)
+        self._sent[itf.JOINT_STATES] = stamp
         self.pub_js.publish(js)
         self.pub_clock.publish(conv.clock_msg(stamp))
+
+    def _publish_image(self, camera: str) -> None:
+        img, info = self._images[camera]
+        img_pub, info_pub = self.pub_images[camera]
+        img_pub.publish(img)
+        info_pub.publish(info)
+        self._sent[itf.image_topic(camera)] = conv.from_time(img.header.stamp)
 
     def close(self) -> None:
         if self.drones is not None:
