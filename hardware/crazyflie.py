@@ -3,7 +3,17 @@ setpoints in, the on-board state estimate out.
 
 cflib is optional (it is not a dependency of tether): the adapter imports it in
 ``connect()`` and fails with one sentence when it or the radio is missing. The Crazyflie's
-world frame is set at power-up (x forward, y left, z up), so it is REP-103 already.
+world frame is set at power-up (x forward, y left, z up), so it is REP-103 already, and so
+is its body frame (x forward between motors M1 and M4, y left, z up; docs/quadrotor.md).
+
+Two of the firmware's signs are not REP-103 and are converted here, at the boundary
+(Bitcraze's cf2-coordinate-system page: "pitch ... counter-clockwise ... (left-hand-thumb)"):
+- ``stateEstimate.pitch`` is logged nose-up positive (the estimator stores ``-pitch``, "the
+  legacy CF2 body coordinate system"); REP-103 pitch about +y is nose-down positive, so the
+  adapter negates it. Roll and yaw are right-handed already.
+- the yaw rate of a velocity setpoint is clockwise positive on the wire (the firmware's
+  generic commander stores ``attitudeRate.yaw = -yawrate``; cflib's MotionCommander turns
+  left with a negative rate); Tether's yaw rate is CCW positive, so the adapter negates it.
 """
 
 from __future__ import annotations
@@ -48,7 +58,8 @@ class CrazyflieConfig(BaseModel):
 
 def crazyflie_hw_spec(cfg: CrazyflieConfig | None = None, control_hz: float = 50.0) -> RobotSpec:
     """Action (4,) ``velocity_setpoint``: world velocity (m/s) and yaw rate (rad/s, CCW);
-    state (9,): position (m), velocity (m/s), roll, pitch, yaw (rad)."""
+    state (9,): position (m), velocity (m/s), roll, pitch, yaw (rad, FLU body, REP-103:
+    positive pitch = nose down)."""
     c = cfg or CrazyflieConfig()
     s, r = c.max_speed, c.max_yaw_rate
     return RobotSpec(
@@ -82,7 +93,8 @@ def _import_cflib() -> tuple[Any, Any, Any, Any]:
 class CrazyflieRobot:
     """Robot: a Crazyflie over cflib (``connect`` / ``disconnect`` / ``get_observation`` /
     ``send_action``). Observation ``state`` (9,) float32 from the last log packet (roll,
-    pitch, yaw converted from the firmware's degrees); stamped with the monotonic clock."""
+    pitch, yaw of the FLU body in rad, REP-103 signs, converted from the firmware's degrees
+    and legacy pitch sign); stamped with the monotonic clock."""
 
     def __init__(self, cfg: CrazyflieConfig | None = None, control_hz: float = 50.0) -> None:
         self.cfg = cfg or CrazyflieConfig()
@@ -138,21 +150,23 @@ class CrazyflieRobot:
             return Observation({"state": self._state.copy()}, stamp_ns=self._stamp_ns)
 
     def send_action(self, action: np.ndarray) -> None:
-        """World velocity (m/s) and yaw rate (rad/s), shape (4,), clipped to the limits."""
+        """World velocity (m/s) and yaw rate (rad/s, CCW positive), shape (4,), clipped to
+        the limits."""
         if self._scf is None:
             raise TetherError("the Crazyflie is not connected: call connect() first")
         a = np.asarray(action, dtype=np.float64)
         if a.shape != (4,) or not np.all(np.isfinite(a)):
             raise InvalidCommand("a Crazyflie setpoint is 4 finite numbers (vx, vy, vz, yaw rate)")
         a = np.clip(a, self.spec.action.low_array(), self.spec.action.high_array())
-        # cflib takes the yaw rate in deg/s
+        # cflib takes the yaw rate in deg/s, clockwise positive (module docstring)
         self._scf.cf.commander.send_velocity_world_setpoint(
-            float(a[0]), float(a[1]), float(a[2]), math.degrees(float(a[3]))
+            float(a[0]), float(a[1]), float(a[2]), -math.degrees(float(a[3]))
         )
 
     def _on_log(self, timestamp: int, data: dict[str, float], logconf: Any) -> None:
         values = [data[name] for name in LOG_VARIABLES]
         values[6:9] = [math.radians(v) for v in values[6:9]]  # firmware logs degrees
+        values[7] = -values[7]  # legacy nose-up-positive pitch -> REP-103 (module docstring)
         with self._lock:
             self._state = np.asarray(values, dtype=np.float32)
             self._stamp_ns = time.monotonic_ns()

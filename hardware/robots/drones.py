@@ -2,7 +2,8 @@
 ArduPilot, via tether.hardware.mavlink) or a Crazyflie (cflib, via tether.hardware.crazyflie).
 
 Both add flight phases on top of the Robot protocol: ``takeoff(height)``, ``land()``,
-``emergency()``; velocity setpoints are obeyed only while ``phase == "flying"`` (a command
+``emergency()``, ``safe_stop()`` (what the bridge does before it lets go of the drone);
+velocity setpoints are obeyed only while ``phase == "flying"`` (a command
 during the climb would abort the takeoff, one during landing would undo it). ``state13``
 gives the odometry layout of the drone bridge: position (3,) m, wxyz quaternion (4,), world
 velocity (3,) m/s, body rates (3,) rad/s; ENU / FLU (REP-103).
@@ -10,6 +11,7 @@ velocity (3,) m/s, body rates (3,) rad/s; ENU / FLU (REP-103).
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 import numpy as np
@@ -21,6 +23,7 @@ from tether.hardware.mavlink.client import MavlinkClient, mav
 from tether.hardware.mavlink.config_mavlink import MavlinkConfig
 
 Phase = Literal["ground", "takeoff", "flying", "landing", "emergency"]
+AIRBORNE = ("takeoff", "flying", "landing")
 # (main, sub) mode to arm and take off from: PX4 AUTO.LOITER, ArduCopter GUIDED
 HOLD_MODE = {"px4": (4, 3), "ardupilot": (4, 0)}
 
@@ -119,6 +122,22 @@ class MavlinkDrone:
         self.phase = "emergency"
         return "motors off"
 
+    def safe_stop(self) -> str:
+        """Before the companion goes (nobody will command the vehicle after this): land an
+        airborne vehicle (NAV_LAND, acknowledged; the autopilot lands and disarms on its own),
+        disarm one left armed on the ground. With the link lost the autopilot's own failsafe
+        is all there is."""
+        c = self.client
+        if c.link_lost:
+            return "link lost: the autopilot's failsafe lands the vehicle"
+        if not c.armed:
+            return "disarmed"
+        if self.phase in AIRBORNE:
+            return self.land()
+        c.disarm()
+        self.phase = "ground"
+        return "disarmed"
+
 
 class CrazyflieDrone:
     """A Crazyflie over cflib: velocity setpoints in the world frame; takeoff / land climb
@@ -175,3 +194,17 @@ class CrazyflieDrone:
         self.robot.disconnect()
         self.phase = "emergency"
         return "motors off"
+
+    def safe_stop(self, timeout_s: float = 10.0) -> str:
+        """Before the bridge goes: land an airborne Crazyflie here and now (its firmware cuts
+        the motors when setpoints stop, mid-air too), descending at ``speed`` for at most
+        ``timeout_s``."""
+        if self.phase not in AIRBORNE:
+            return "on the ground"
+        self.land()
+        deadline = time.monotonic() + timeout_s
+        period = self.spec.dt
+        while self.phase == "landing" and time.monotonic() < deadline:
+            self.get_observation()  # sends the descent setpoint, ends the landing at 5 cm
+            time.sleep(period)
+        return "landed" if self.phase == "ground" else "landing timed out"

@@ -2,27 +2,47 @@
 
 Pure python + numpy: importing this never loads a simulator.
 
-Body frame: FLU (x forward, y left, z up, REP-103). World frame: ENU, z up.
-Rotor layout (X configuration, same numbering and positions as gym-pybullet-drones'
-``cf2x.urdf``; arm length 0.0397 m, so each rotor sits at (+-0.028, +-0.028) m), seen
-from above with +x (front) up the page and +y to the left::
+Body frame: FLU (x forward, y left, z up, REP-103), the Crazyflie 2.x's own body axes:
+x points forward between the two front rotors (M1 and M4). World frame: ENU, z up.
 
-            front (+x)
-       0 (CCW)     3 (CW)          0: (+a, +a) front-left
-            \\     /               1: (-a, +a) back-left
-              X                    2: (-a, -a) back-right
-            /     \\               3: (+a, -a) front-right
-       1 (CW)      2 (CCW)
+Rotor layout (X configuration): Tether's rotor index i is Bitcraze's motor M(i+1), at the
+same place and spinning the same way as on the real vehicle, seen from above with +x
+(front) up the page and +y to the left; arm length 0.0397 m, so each rotor sits at
+(+-a, +-a) m with a = 0.0397 / sqrt(2) ~ 0.0281 m::
 
-Yaw sign convention: a rotor spinning CCW (angular velocity +z) is braked by air drag, so the
-motor pushes the body the other way: reaction torque -km*rpm^2 about +z. CW rotors give
-+km*rpm^2. Speeding up rotors 1 and 3 (CW) therefore yaws the drone CCW (positive yaw rate).
+                        +x (front)
+                            ^
+          M4 = rotor 3      |      M1 = rotor 0      rotor 0 = M1: (+a, -a) front-right, CCW
+              (CW)  \\       |       /  (CCW)         rotor 1 = M2: (-a, -a) back-right,  CW
+                      \\     |     /                  rotor 2 = M3: (-a, +a) back-left,   CCW
+                        \\   |   /                    rotor 3 = M4: (+a, +a) front-left,  CW
+         +y  <-------------- o
+                        /       \\
+                      /           \\
+             (CCW)  /               \\  (CW)
+          M3 = rotor 2              M2 = rotor 1
+
+Sources: Bitcraze's Crazyflie 2.x coordinate-system page
+(https://www.bitcraze.io/documentation/system/platform/cf2-coordinate-system/) for the
+axes; Bitcraze's own simulation model (bitcraze/crazyflie-simulation,
+simulator_files/gazebo/crazyflie/model.sdf: m1..m4 at (+,-), (-,-), (-,+), (+,+) with
+turning directions ccw, cw, ccw, cw) and the firmware's force/torque power distribution
+(crazyflie-firmware power_distribution_quadrotor.c: M1 and M3 take -yaw, M2 and M4 +yaw)
+for numbering and spin. gym-pybullet-drones' ``cf2x.urdf`` (where the mass, inertia, kf
+and km below come from) numbers its props differently: prop0..prop3 at (+,+), (-,+), (-,-),
+(+,-), i.e. the Crazyflie turned 90 deg about z, so its rotor indices do NOT map to M1..M4.
+
+Yaw sign convention (the test tests/sim/test_crazyflie_convention.py pins it): a rotor
+spinning CCW seen from above has angular velocity +z; air drag brakes it, so its motor
+pushes back on the body: reaction torque -km*rpm^2 about +z. A CW rotor gives +km*rpm^2.
+Speeding up the CW pair M2 + M4 (indices 1 and 3) therefore yaws the drone CCW (positive
+yaw rate), speeding up the CCW pair M1 + M3 yaws it CW.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,9 +54,30 @@ GRAVITY = 9.81  # m/s^2, the value gym-pybullet-drones uses
 QuadActionMode = Literal["rotor_rpm", "thrust_rates", "velocity_setpoint"]
 
 
+class Rotor(NamedTuple):
+    """One rotor of the X layout: where it sits and which way it turns."""
+
+    motor: str  # Bitcraze's motor name, M1..M4
+    x: float  # sign of its body x (FLU); position = (x, y, 0) * arm_length / sqrt(2)
+    y: float  # sign of its body y
+    spin: float  # seen from above: +1 = CCW (angular velocity +z), -1 = CW
+
+
+# The one source of truth for the rotor layout (module docstring), by rotor index 0..3.
+# QuadrotorParams.rotor_positions / spin / mixer read it; the numpy model, the torch model,
+# both engines and the PID mixer read those.
+ROTOR_LAYOUT: tuple[Rotor, Rotor, Rotor, Rotor] = (
+    Rotor("M1", +1.0, -1.0, +1.0),  # front-right, CCW
+    Rotor("M2", -1.0, -1.0, -1.0),  # back-right, CW
+    Rotor("M3", -1.0, +1.0, +1.0),  # back-left, CCW
+    Rotor("M4", +1.0, +1.0, -1.0),  # front-left, CW
+)
+
+
 class QuadrotorParams(BaseModel):
     """Physical parameters of an X-configuration quadrotor. SI units, RPM for rotor speed.
 
+    Rotor positions and spins follow the real Crazyflie (``ROTOR_LAYOUT``, M1..M4).
     Defaults are the Crazyflie 2.x of gym-pybullet-drones ``assets/cf2x.urdf`` (mass,
     inertia, arm, kf, km, thrust-to-weight; drag and ground-effect coefficients from its later
     revision), which cites Luis & Le Ny, arXiv:1608.05786 (2016), Hamer's "Crazyflie
@@ -59,8 +100,13 @@ class QuadrotorParams(BaseModel):
     # s, first-order rotor speed lag. gym-pybullet-drones has none; published Crazyflie
     # identifications range ~0.015-0.05 s, we take the middle. 0 = ideal motors.
     motor_tau: float = Field(0.03, ge=0)
-    # rotor spin directions (+1 = CCW seen from above), see the module docstring
-    spin: tuple[float, float, float, float] = (1.0, -1.0, 1.0, -1.0)
+    # rotor spin directions (+1 = CCW seen from above), from ROTOR_LAYOUT (M1..M4)
+    spin: tuple[float, float, float, float] = (
+        ROTOR_LAYOUT[0].spin,
+        ROTOR_LAYOUT[1].spin,
+        ROTOR_LAYOUT[2].spin,
+        ROTOR_LAYOUT[3].spin,
+    )
     # linear drag (gym-pybullet-drones newer cf2x.urdf drag_coeff_xy / _z), in N per
     # (m/s body velocity) per (rad/s summed rotor speed): F_b = -c * sum(omega_i) * v_b
     drag_xy: float = Field(9.1785e-7, ge=0)
@@ -91,9 +137,12 @@ class QuadrotorParams(BaseModel):
         return 4.0 * self.kf * self.max_rpm**2
 
     def rotor_positions(self) -> np.ndarray:
-        """Rotor centres in the body frame, m. Shape: (4, 3)."""
+        """Rotor centres in the body frame (FLU), m, rows M1..M4 of ``ROTOR_LAYOUT``.
+
+        Shape: (4, 3).
+        """
         a = self.arm_length / np.sqrt(2.0)
-        return np.array([[a, a, 0.0], [-a, a, 0.0], [-a, -a, 0.0], [a, -a, 0.0]])
+        return np.array([[r.x * a, r.y * a, 0.0] for r in ROTOR_LAYOUT])
 
     def mixer(self) -> np.ndarray:
         """Map rpm^2 of the 4 rotors to [thrust N, torque_x, torque_y, torque_z N m].
@@ -123,7 +172,8 @@ def crazyflie_spec(
 ) -> RobotSpec:
     """RobotSpec of a Crazyflie 2.x in one of the three quadrotor action modes.
 
-    Action shapes (4,): ``rotor_rpm`` rotor speeds 0..max_rpm (rpm); ``thrust_rates``
+    Action shapes (4,): ``rotor_rpm`` rotor speeds 0..max_rpm (rpm), ``rotor<i>`` is
+    Bitcraze's motor M(i+1) (``ROTOR_LAYOUT``); ``thrust_rates``
     collective thrust (N, body z) and body rates p, q, r (rad/s, FLU); ``velocity_setpoint``
     world ENU velocity vx, vy, vz (m/s) and yaw rate (rad/s). State (13,): position (m,
     world), quaternion wxyz (world from body), linear velocity (m/s, world), angular

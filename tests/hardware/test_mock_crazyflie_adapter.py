@@ -122,13 +122,17 @@ def test_commands_and_state(monkeypatch: pytest.MonkeyPatch) -> None:
     robot.send_action(np.array([0.2, -0.1, 5.0, 0.5]))  # vz beyond the 1 m/s limit
     kind, args = made["scf"].cf.commander.sent[-1]
     assert kind == "velocity"
-    np.testing.assert_allclose(args, [0.2, -0.1, 1.0, math.degrees(0.5)])
+    # Tether's yaw rate is CCW positive; the velocity packet's is CW positive (the firmware's
+    # generic commander stores attitudeRate.yaw = -yawrate): a left turn goes out negative
+    np.testing.assert_allclose(args, [0.2, -0.1, 1.0, -math.degrees(0.5)])
     with pytest.raises(InvalidCommand):
         robot.send_action(np.array([np.nan, 0, 0, 0]))
     data = dict(zip(LOG_VARIABLES, [1, 2, 3, 0.1, 0.2, 0.3, 90.0, -45.0, 180.0], strict=True))
     log.data_received_cb.fns[0](0, data, log)
     state = robot.get_observation()["state"]
     np.testing.assert_allclose(state[:6], [1, 2, 3, 0.1, 0.2, 0.3], rtol=1e-6)
-    np.testing.assert_allclose(state[6:], [math.pi / 2, -math.pi / 4, math.pi], rtol=1e-6)
+    # stateEstimate.pitch is nose-up positive (legacy CF2 sign); REP-103 pitch is nose-down
+    # positive: -45 deg logged (nose down) is +pi/4
+    np.testing.assert_allclose(state[6:], [math.pi / 2, math.pi / 4, math.pi], rtol=1e-6)
     robot.disconnect()
     assert made["scf"].cf.commander.sent[-1][0] == "stop" and not made["scf"].open
