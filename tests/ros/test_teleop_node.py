@@ -109,6 +109,39 @@ def test_teleop_arm_deadman_motion_and_estop(repo):
             x.destroy_node()
 
 
+def test_teleop_arm_restarts_from_the_robot_after_a_reset(repo):
+    """A sim reset (the joint_states clock goes back) while the dead-man is held: the next
+    command starts from where the robot is now, not from the last episode's target (which
+    would drag the hand back to where the previous episode ended)."""
+    cfg = load_config(repo / "configs/experiments/panda_lift_expert.yaml", ["sim.cameras=[]"])
+    with ros_context() as ctx:
+        dev, node, probe, ex = _graph(ctx, cfg)
+        trajs: list[JointTrajectory] = []
+        probe.create_subscription(JointTrajectory, itf.JOINT_TRAJECTORY, trajs.append, 100)
+        pub_js = probe.create_publisher(type(conv.joint_state_msg(0, (), [])), "joint_states", 10)
+        home = np.array([*HOME_ARM, HOME_FINGER, HOME_FINGER])
+        assert spin_until(ex, lambda: pub_js.get_subscription_count() > 0)
+        pub_js.publish(conv.joint_state_msg(STAMP, node.spec.state_names, home))
+        assert spin_until(ex, lambda: node.state is not None)
+        dev.cmd = TeleopCommand(linear=(1, 0, 0), deadman=True)  # drive the target +x
+        assert spin_until(ex, lambda: len(trajs) >= 30)
+        p0, _ = kin.fk(np.asarray(HOME_ARM))
+        p_far, _ = kin.fk(np.asarray(trajs[-1].points[-1].positions[:7]))
+        assert p_far[0] - p0[0] > 0.01  # the episode's target moved away from home
+
+        # reset: the robot is at home again, its clock starts over; no key pressed
+        dev.cmd = TeleopCommand(deadman=True)
+        pub_js.publish(conv.joint_state_msg(1_000_000, node.spec.state_names, home))
+        assert spin_until(ex, lambda: node.stamp == 1_000_000)
+        n = len(trajs)
+        assert spin_until(ex, lambda: len(trajs) >= n + 5)
+        p_after, _ = kin.fk(np.asarray(trajs[-1].points[-1].positions[:7]))
+        assert np.linalg.norm(p_after - p0) < 2e-3, p_after - p0
+        node.close()
+        for x in (probe, node):
+            x.destroy_node()
+
+
 def test_teleop_base_twist_and_episode_services(repo):
     cfg = load_config(repo / "configs/experiments/panda_lift_expert.yaml", ["sim.cameras=[]"])
     base = RobotSpec(

@@ -177,7 +177,12 @@ class Teleop(Node):
         except InvalidCommand as exc:
             self.get_logger().warning(f"ignored joint_states: {exc}", throttle_duration_sec=1.0)
             return
-        self.stamp = conv.from_time(msg.header.stamp)
+        stamp = conv.from_time(msg.header.stamp)
+        if self.stamp is not None and stamp < self.stamp:
+            # the clock went back: the scene was reset. Start the next command from where the
+            # robot is now, not from the last episode's target (which would pull it back there)
+            self._engaged = False
+        self.stamp = stamp
 
     def _on_object(self, name: str, msg: PoseStamped) -> None:
         self.objects[name] = conv.pose_to_array(msg)
