@@ -13,12 +13,13 @@ export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
 setup: apt $(STAMP)
 
-# Offscreen rendering needs Mesa's EGL; install it only where it is missing (Debian/Ubuntu).
+# Offscreen rendering needs Mesa's EGL, the keyboard-teleop tests a terminal (tmux); install
+# them only where they are missing (Debian/Ubuntu).
 apt:
-	@if command -v dpkg >/dev/null && ! dpkg -s libegl1 libgl1-mesa-dri >/dev/null 2>&1; then \
-	  echo "installing Mesa EGL for offscreen rendering (apt-get install libegl1 libgl1-mesa-dri)"; \
+	@if command -v dpkg >/dev/null && ! dpkg -s libegl1 libgl1-mesa-dri tmux >/dev/null 2>&1; then \
+	  echo "installing Mesa EGL for offscreen rendering and tmux for the terminal tests (apt-get install libegl1 libgl1-mesa-dri tmux)"; \
 	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libegl1 libgl1-mesa-dri >/dev/null; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libegl1 libgl1-mesa-dri tmux >/dev/null; \
 	fi
 
 $(STAMP):

@@ -18,6 +18,7 @@ BENCHMARKS = [
     "quad_train.py",
     "drone_loop.py",
     "safety.py",
+    "shipped_models.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -185,36 +186,55 @@ def drone_loop_table(d: dict) -> list[str]:
     return rows
 
 
-def render() -> None:
+def shipped_models_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| shipped model (`benchmarks/results/shipped_models.json`) | task | simulator "
+        "| episodes (seeds) | success |",
+        "|---|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        failed = f"; fails {', '.join(map(str, c['failed_seeds']))}" if c["failed_seeds"] else ""
+        rows.append(
+            f"| `{c['model']}` (ONNX) | {c['task']} | {c['sim']} | {c['episodes']} "
+            f"({c['seeds'][0]}-{c['seeds'][1]}) | {c['successes']}/{c['episodes']} "
+            f"({100 * c['success_rate']:.0f} %{failed}) |"
+        )
+    m = d["machine"]
+    rows += ["", f"{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; {d['how']}."]
+    return rows
+
+
+TABLES = [
+    ("ros_loop.json", ros_loop_table),
+    ("recorder.json", recorder_table),
+    ("quad_sim.json", quad_sim_table),
+    ("policy_latency.json", policy_latency_table),
+    ("quad_train.json", quad_train_table),
+    ("drone_loop.json", drone_loop_table),
+    ("safety.json", safety_table),
+    ("shipped_models.json", shipped_models_table),
+]
+
+
+def render_block() -> str:
+    """The README's performance block (markers included) from benchmarks/results/*.json."""
     lines: list[str] = []
-    path = HERE / "results" / "ros_loop.json"
-    if path.exists():
-        lines += ros_loop_table(json.loads(path.read_text()))
-    path = HERE / "results" / "recorder.json"
-    if path.exists():
-        lines += recorder_table(json.loads(path.read_text()))
-    path = HERE / "results" / "quad_sim.json"
-    if path.exists():
-        lines += quad_sim_table(json.loads(path.read_text()))
-    path = HERE / "results" / "policy_latency.json"
-    if path.exists():
-        lines += policy_latency_table(json.loads(path.read_text()))
-    path = HERE / "results" / "quad_train.json"
-    if path.exists():
-        lines += quad_train_table(json.loads(path.read_text()))
-    path = HERE / "results" / "drone_loop.json"
-    if path.exists():
-        lines += drone_loop_table(json.loads(path.read_text()))
-    path = HERE / "results" / "safety.json"
-    if path.exists():
-        lines += safety_table(json.loads(path.read_text()))
+    for name, table in TABLES:
+        path = HERE / "results" / name
+        if path.exists():
+            lines += table(json.loads(path.read_text()))
+    return START + "\n" + "\n".join(lines) + "\n" + END
+
+
+def render() -> None:
     text = README.read_text()
     if START not in text or END not in text:
         print("README has no benchmark markers; table not written")
         return
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    README.write_text(head + START + "\n" + "\n".join(lines) + "\n" + END + tail)
+    README.write_text(head + render_block() + tail)
     print(f"updated the performance table in {README}")
 
 

@@ -13,6 +13,11 @@ cmd_low_level; random lengths, NaN, inf, wrong names, huge values, out-of-order 
 stamps). Counts: sent, rejected by the bridge, passed (accepted, then clamped / rate-limited
 by the filter), and unsafe actions at the backend (not finite, out of limits, too fast).
 Target: 0 unsafe.
+
+"Safe" (the held position, the limits, the rate) is judged by the tests' oracle,
+tests/ros/safety_oracle.py, against limits read from each robot's description (MJCF, URDF,
+vendor limits), never by the safety filter being measured; the benchmark imports that one
+module so that its numbers and the tests' verdicts come from the same oracle.
 """
 
 from __future__ import annotations
@@ -30,8 +35,16 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tests/ros"))  # safety_oracle: test-only code, read-only here
 
 from common import write_result  # noqa: E402
+from safety_oracle import (  # noqa: E402
+    crazyflie_limits,
+    holds_safe,
+    limits_for,
+    unsafe_actions,
+    unsafe_steps,
+)
 
 # a domain of its own: other ROS 2 processes on this machine stay out of the measurement
 os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
@@ -88,17 +101,18 @@ def kills(experiment: Path, n: int, seed: int, overrides: list[str]) -> dict[str
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
         dt_ns = round(bridge.spec.dt * 1e9)
+        oracle = limits_for(cfg.robot, bridge.spec.action.names)
         for _ in range(n):
             server = PolicyServer(cfg, context=ctx)
             r = kill_once(ex, spy, server, dt_ns, int(rng.integers(3, 12)), int(rng.integers(4)))
             if r is None:
                 failed += 1
             else:
-                results.append(r)
+                results.append((r, holds_safe(r.safe.action, r.safe.measured, oracle)))
         bridge.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
-    reaction = [r.reaction_periods for r in results]
+    reaction = [r.reaction_periods for r, _ in results]
     return {
         "robot": cfg.robot,
         "control_hz": cfg.world.control_hz,
@@ -106,10 +120,10 @@ def kills(experiment: Path, n: int, seed: int, overrides: list[str]) -> dict[str
         "measured": len(results),
         "no_measurement": failed,
         "safe_within_target": sum(
-            r.safe_action_ok and r.reaction_periods <= TARGET_PERIODS + 1e-6 for r in results
+            ok and r.reaction_periods <= TARGET_PERIODS + 1e-6 for r, ok in results
         ),
         "reaction_periods": _pct(reaction),
-        "from_kill_periods": _pct([r.from_kill_periods for r in results]),
+        "from_kill_periods": _pct([r.from_kill_periods for r, _ in results]),
         "wall_s": round(time.monotonic() - t0, 1),
     }
 
@@ -136,6 +150,7 @@ def process_kills(n: int) -> dict[str, Any]:
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
         dt_ns = round(bridge.spec.dt * 1e9)
+        oracle = limits_for(cfg.robot, bridge.spec.action.names)
         for _ in range(n):
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             start = len(spy.steps)
@@ -151,8 +166,7 @@ def process_kills(n: int) -> dict[str, Any]:
             assert found is not None
             safe, last = found
             reaction.append((safe.t_ns - last) / dt_ns)
-            s = bridge.runner.safety
-            held = np.allclose(safe.action, np.clip(safe.measured, s.low, s.high))
+            held = holds_safe(safe.action, safe.measured, oracle)
             within += bool(held and reaction[-1] <= TARGET_PERIODS + 1e-6)
         bridge.destroy_node()
     finally:
@@ -176,13 +190,10 @@ def fuzz(kind: str, n: int, seed: int) -> dict[str, Any]:
     from trajectory_msgs.msg import JointTrajectory
 
     from tether.core.config import load_config
-    from tether.sim.drone_bridge import command_limits
     from tether_ros import conversions as conv
     from tether_ros import interface as itf
     from tether_ros.faults import (
         BridgeSpy,
-        check_actions,
-        check_steps,
         fuzz_low_level,
         fuzz_topic,
         fuzz_trajectory,
@@ -223,8 +234,7 @@ def fuzz(kind: str, n: int, seed: int) -> dict[str, Any]:
                 lambda: accepted[0] + drones.rejected,
                 n,
             )
-            rpm = command_limits()["rotor_rpm"]
-            bad = check_actions(np.stack(received), rpm.low_array(), rpm.high_array())
+            bad = unsafe_actions(np.stack(received), crazyflie_limits())
             rejected, passed = drones.rejected, accepted[0]
             n_steps = received.__len__
             reasons: dict[str, int] = {}
@@ -256,8 +266,7 @@ def fuzz(kind: str, n: int, seed: int) -> dict[str, Any]:
 
             seen = fuzz_topic(ex, pub, make, lambda: spy.accepted + bridge.rejected, n)
             s = bridge.runner.safety
-            limit = s.max_step if kind == "arm" else np.array([3.0, 6.0]) * dt
-            bad = check_steps(spy.steps, s.low, s.high, limit)
+            bad = unsafe_steps(spy.steps, limits_for(cfg.robot, names), 1 / cfg.world.control_hz)
             rejected, passed = bridge.rejected, spy.accepted
             n_steps = spy.steps.__len__
             reasons = dict(s.stats.reasons)

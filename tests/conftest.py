@@ -30,3 +30,81 @@ def panda():
 # machine never cross-talk. Nodes started as subprocesses inherit it.
 if "ROS_DOMAIN_ID" not in os.environ:
     os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
+
+
+# --- markers skip, with a reason, when their dependency is absent --------------------------
+# (a marker alone skips nothing; this is what makes `-m "not ros"` and a missing package
+# behave alike, and says why in the summary)
+MARKER_DEPENDENCIES = {
+    "mujoco": ("mujoco", "pip install 'tether[mujoco]' (make setup installs it)"),
+    "pybullet": ("pybullet", "pip install 'tether[pybullet]' (make setup installs it)"),
+    "ros": ("rclpy", "pip install 'tether[ros]' (the ROS 2 wheels; make setup installs them)"),
+}
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _cuda_gpu() -> bool:
+    import shutil
+
+    return shutil.which("nvidia-smi") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for marker, (module, hint) in MARKER_DEPENDENCIES.items():
+            if item.get_closest_marker(marker) and not _installed(module):
+                item.add_marker(pytest.mark.skip(reason=f"{module} is not installed: {hint}"))
+        if item.get_closest_marker("gpu") and not _cuda_gpu():
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (no nvidia-smi here)"))
+
+
+# --- CI fails when a test that should run on this machine class was skipped ---------------
+# tests/expected_skips.txt lists what may skip here (a GPU, TensorRT, Isaac Sim): one
+# `<node id glob> | <reason substring>` per line. Anything else skipped under CI=true (or
+# TETHER_STRICT_SKIPS=1) fails the run, so a missing install step cannot hide behind a skip.
+_SKIPS: list[tuple[str, str]] = []
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPS.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_collectreport(report):
+    if report.skipped:
+        _SKIPS.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not (os.environ.get("CI") or os.environ.get("TETHER_STRICT_SKIPS")):
+        return
+    from skip_policy import expected_skips, unexpected_skips
+
+    bad = unexpected_skips(_SKIPS, expected_skips())
+    if not bad:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{len(bad)} test(s) skipped that must run on this machine class:"]
+    lines += [f"  {node}: {why}" for node, why in bad]
+    lines.append(
+        "(install what they need in the Makefile, or list them in tests/expected_skips.txt)"
+    )
+    if reporter is not None:
+        reporter.ensure_newline()
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line)
+    session.exitstatus = 1

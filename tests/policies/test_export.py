@@ -18,6 +18,22 @@ from tether.core.types import Observation  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
+# torch (DiffusionNet.sample) vs onnxruntime, max abs error over PARITY_SEEDS. The README
+# claims < 1e-6. Measured on these tiny 2-step nets (8 seeds): MLP denoiser 3.1e-7, GroupNorm-1
+# + SiLU 3.7e-7, one res block per level 8.0e-7: they hold the claim. The GroupNorm-8 nets do
+# not: default (Mish) 3.8e-6, image variant 2.4e-6, two res blocks + SiLU 1.8e-6 (float32
+# rounding through 5 DDIM steps; the exported graph computes GroupNorm 8 as LayerNorm +
+# BatchNorm), so those are held to GROUPNORM8_ATOL instead.
+README_ATOL = 1e-6
+GROUPNORM8_ATOL = 5e-6
+PARITY_SEEDS = range(8)
+
+
+def max_parity(net, contract, path: Path) -> float:  # noqa: ANN001
+    from tether.policies.diffusion.export import parity
+
+    return max(parity(net, contract, path, seed) for seed in PARITY_SEEDS)
+
 
 @pytest.fixture(scope="module")
 def state_ckpt(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -32,7 +48,7 @@ def test_export_matches_torch_and_follows_model_json(state_ckpt: Path, tmp_path:
     import onnx
 
     from tether.policies.diffusion.checkpoint import load_net
-    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.export import export_checkpoint
 
     path = export_checkpoint(state_ckpt, "onnx", tmp_path)
     meta = json.loads((tmp_path / "model.json").read_text())
@@ -48,13 +64,12 @@ def test_export_matches_torch_and_follows_model_json(state_ckpt: Path, tmp_path:
     model = onnx.load(str(path))
     assert [i.name for i in model.graph.input] == ["state", "env_state", "noise"]
     net, contract = load_net(state_ckpt)
-    for seed in range(3):
-        assert parity(net, contract, path, seed) <= 1e-4
+    assert max_parity(net, contract, path) <= GROUPNORM8_ATOL
 
 
 def test_export_image_variant_parity(tiny_image_dataset: Path, tmp_path: Path) -> None:
     from tether.policies.diffusion.checkpoint import load_net
-    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.export import export_checkpoint
     from tether.policies.diffusion.trainer import DiffusionTrainer
 
     ckpt = tmp_path / "ckpt"
@@ -70,7 +85,7 @@ def test_export_image_variant_parity(tiny_image_dataset: Path, tmp_path: Path) -
         "dtype": "uint8",
     }
     net, contract = load_net(ckpt)
-    assert parity(net, contract, path, seed=1) <= 1e-4
+    assert max_parity(net, contract, path) <= GROUPNORM8_ATOL
 
 
 def test_onnx_policy_matches_torch_policy(state_ckpt: Path, tmp_path: Path, panda) -> None:
@@ -95,7 +110,7 @@ def test_onnx_policy_matches_torch_policy(state_ckpt: Path, tmp_path: Path, pand
             stamp_ns=k * 10_000_000,
         )
         a, b = ort_policy.act(obs), torch_policy.act(obs)
-        np.testing.assert_allclose(a.actions, b.actions, atol=1e-4)
+        np.testing.assert_allclose(a.actions, b.actions, atol=GROUPNORM8_ATOL)
     assert ort_policy.inferences == torch_policy.inferences == 2
 
 
@@ -122,7 +137,7 @@ def test_unknown_format_is_rejected(state_ckpt: Path) -> None:
 
 def test_export_mlp_denoiser_parity(tiny_dataset: Path, tmp_path: Path) -> None:
     from tether.policies.diffusion.checkpoint import load_net
-    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.export import export_checkpoint
     from tether.policies.diffusion.trainer import DiffusionTrainer
 
     ckpt = tmp_path / "ckpt"
@@ -131,7 +146,7 @@ def test_export_mlp_denoiser_parity(tiny_dataset: Path, tmp_path: Path) -> None:
     path = export_checkpoint(ckpt, "onnx", tmp_path / "onnx")
     net, contract = load_net(ckpt)
     assert type(net.denoiser).__name__ == "MlpDenoiser"
-    assert parity(net, contract, path, seed=2) <= 1e-4
+    assert max_parity(net, contract, path) <= README_ATOL
 
 
 @pytest.mark.parametrize(
@@ -247,7 +262,7 @@ def test_export_graph_is_node_lean(tiny_dataset: Path, tmp_path: Path) -> None:
     (onnxruntime: QuickGelu), FiLM is one MatMul for all blocks and steps, and nothing is
     left of the exporter's GroupNorm/Mish decompositions or shape arithmetic."""
     from tether.policies.diffusion.checkpoint import load_net
-    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.export import export_checkpoint
     from tether.policies.diffusion.trainer import DiffusionTrainer
 
     ckpt = tmp_path / "ckpt"
@@ -255,7 +270,7 @@ def test_export_graph_is_node_lean(tiny_dataset: Path, tmp_path: Path) -> None:
     DiffusionTrainer.train(cfg, ckpt, resume=False)
     path = export_checkpoint(ckpt, "onnx", tmp_path / "onnx")
     net, contract = load_net(ckpt)
-    assert parity(net, contract, path, seed=5) <= 1e-4
+    assert max_parity(net, contract, path) <= README_ATOL
     ops = _op_counts(path)
     steps = net.cfg.num_inference_steps  # 5
     # down_dims [8, 16]: 4 down + 2 mid + 2 up residual blocks (2 norms each) + final block
@@ -275,11 +290,11 @@ def test_export_is_far_smaller_than_tracing_sample(state_ckpt: Path, tmp_path: P
     """The default architecture (GroupNorm 8, Mish): the inference form still drops the
     per-step FiLM/step-embedding work and the GroupNorm shape arithmetic."""
     from tether.policies.diffusion.checkpoint import load_net
-    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.export import export_checkpoint
 
     path = export_checkpoint(state_ckpt, "onnx", tmp_path)
     net, contract = load_net(state_ckpt)
-    assert parity(net, contract, path, seed=6) <= 1e-4
+    assert max_parity(net, contract, path) <= GROUPNORM8_ATOL
     ops = _op_counts(path)
     for gone in ("InstanceNormalization", "Softplus", "Shape", "Gemm", "Sin", "Cos"):
         assert gone not in ops, gone
@@ -298,7 +313,7 @@ def test_mish_rewrite_matches_torch_mish() -> None:
 
 def test_one_res_block_per_level_halves_the_graph(tiny_dataset: Path, tmp_path: Path) -> None:
     from tether.policies.diffusion.checkpoint import load_net
-    from tether.policies.diffusion.export import export_checkpoint, parity
+    from tether.policies.diffusion.export import export_checkpoint
     from tether.policies.diffusion.trainer import DiffusionTrainer
 
     counts = {}
@@ -308,7 +323,7 @@ def test_one_res_block_per_level_halves_the_graph(tiny_dataset: Path, tmp_path: 
         DiffusionTrainer.train(cfg, ckpt, resume=False)
         path = export_checkpoint(ckpt, "onnx", ckpt / "onnx")
         net, contract = load_net(ckpt)
-        assert parity(net, contract, path, seed=7) <= 1e-4
+        assert max_parity(net, contract, path) <= (README_ATOL if blocks == 1 else GROUPNORM8_ATOL)
         counts[blocks] = _op_counts(path)
     steps = 5
     # norms per step: 2 per residual block (down 2 levels, mid, up 1 level) + the final block

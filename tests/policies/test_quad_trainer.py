@@ -212,15 +212,25 @@ def test_sb3_actor_weights_copy_exactly() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # the 200 s wall budget below fits well inside it
 def test_batched_path_trains_to_the_success_bar(tmp_path: Path) -> None:
     """Path (b) end to end: trained until 95 % of 1000 drones pass in the 10 ms simulator,
-    then >= 90 % of 1000 fresh drones pass in the 2 ms reference model."""
+    then >= 90 % of 1000 fresh drones pass in the 2 ms reference model.
+
+    Bounded by steps, not by the wall clock: seeded training on one torch thread is the same
+    run on any machine, so it must solve within the step budget (the shipped model solved
+    at 51 updates of 256 x 100 steps, models/quad_hover/train.json; the budget is 80). The
+    wall budget only stops a far too slow machine with the trainer's own report, well before
+    this test's timeout; it never decides the outcome on a working one."""
     from tether.cli.train import EvalOptions
     from tether.policies.quad.trainer import QuadHoverTrainer
 
-    cfg = load_config(EXPERIMENT, ["train.time_budget_s=400"])
+    step_budget = 80 * 256 * 100
+    cfg = load_config(EXPERIMENT, [f"train.max_env_steps={step_budget}", "train.time_budget_s=200"])
+    assert cfg.train.batched.num_envs == 256 and cfg.train.batched.horizon == 100
     res = QuadHoverTrainer.train(cfg, tmp_path, resume=False)
     assert res["solved"], res
+    assert res["solved_at"]["env_steps"] <= step_budget, res
     ev = QuadHoverTrainer.evaluate(
         tmp_path, EvalOptions(episodes=1000, seed=123, out=tmp_path / "ev")
     )

@@ -52,19 +52,22 @@ def test_chunked_needs_realtime_and_an_arm() -> None:
 @pytest.mark.mujoco
 def test_shipped_diffusion_policy_lifts_in_chunk_mode(tmp_path: Path) -> None:
     """The committed ONNX diffusion policy, served in chunks over ROS 2 (separate processes:
-    sim bridge, policy server, chunk executor) lifts the cube on unseen seeds (realtime on a
-    shared machine: at least 2 of 3; 1000-1002 all lifted in the 50-seed in-process run)."""
+    sim bridge, policy server, chunk executor) lifts the cube on unseen seeds 1000-1004 at
+    least 4 times in 5, as the README claims (seed 1004 fails in process too)."""
     pytest.importorskip("mujoco")
     pytest.importorskip("onnxruntime")
     from tether.cli.demo import run_demo
 
-    rc = run_demo(str(DIFFUSION), ["episodes.seed=1000", "episodes.count=3"], str(tmp_path), False)
+    n = 5
+    rc = run_demo(
+        str(DIFFUSION), ["episodes.seed=1000", f"episodes.count={n}"], str(tmp_path), False
+    )
     assert rc == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["successes"] >= 2, summary["per_episode"]
+    assert summary["successes"] >= 4, summary["per_episode"]
     chunks = summary["chunk_executor"]
-    assert chunks["episodes_reported"] == 3
+    assert chunks["episodes_reported"] == n
     # each episode ran on requested chunks (a few per second), not on one long plan
-    assert chunks["chunks"] >= 3 * 3 and chunks["executed"] >= 150
+    assert chunks["chunks"] >= n * 3 and chunks["executed"] >= n * 50
     for ep in summary["per_episode"]:
         assert ep["chunk_executor"]["executed"] > 0

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.mujoco]
 
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from ros_helpers import ros_context, spin_until  # noqa: E402
+from safety_oracle import holds_safe, limits_for  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
 from tether_ros.faults import BridgeSpy, kill_once  # noqa: E402
@@ -42,6 +43,7 @@ RUN = [
 
 
 def _kills(repo, experiment: str, n: int, seed: int = 0, *overrides: str) -> list:
+    """(KillResult, whether its first watchdog action was the safe one per the oracle)."""
     cfg = load_config(repo / experiment, [*RUN, *overrides])
     rng = np.random.default_rng(seed)
     results = []
@@ -51,22 +53,24 @@ def _kills(repo, experiment: str, n: int, seed: int = 0, *overrides: str) -> lis
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
         dt_ns = round(bridge.spec.dt * 1e9)
+        oracle = limits_for(cfg.robot, bridge.spec.action.names)
         for _ in range(n):
             server = PolicyServer(cfg, context=ctx)
             r = kill_once(ex, spy, server, dt_ns, int(rng.integers(3, 12)), int(rng.integers(0, 4)))
             assert r is not None, "the policy never drove or the watchdog never acted"
             assert bridge.running, "the episode ended during the kills"
-            results.append(r)
+            results.append((r, holds_safe(r.safe.action, r.safe.measured, oracle)))
         bridge.destroy_node()
     return results
 
 
 @pytest.mark.slow
 def test_100_policy_kills_arm_holds_within_2_periods(repo):
+    pytest.importorskip("pybullet_data")  # the oracle reads the Panda URDF
     results = _kills(repo, ARM, 100)
-    reactions = np.array([r.reaction_periods for r in results])
+    reactions = np.array([r.reaction_periods for r, _ in results])
     assert len(results) == 100
-    assert all(r.safe_action_ok for r in results)  # each safe action holds where the arm is
+    assert all(ok for _, ok in results)  # each safe action holds where the arm is
     assert reactions.max() <= 2.0 + 1e-6, reactions
     assert reactions.min() >= 1.0 - 1e-6  # a command is never cut short
 
@@ -75,13 +79,14 @@ def test_100_policy_kills_arm_holds_within_2_periods(repo):
 def test_policy_kills_base_stops_within_2_periods(repo):
     # a goal far enough that the episode (which ends at the goal) outlasts the kills
     results = _kills(repo, BASE, 20, 1, "task.distance_range=[200, 210]")
-    assert all(r.safe_action_ok for r in results)  # zero twist
-    assert max(r.reaction_periods for r in results) <= 2.0 + 1e-6
+    assert all(ok for _, ok in results)  # zero twist
+    assert max(r.reaction_periods for r, _ in results) <= 2.0 + 1e-6
 
 
 @pytest.mark.slow
 def test_sigkill_of_a_policy_server_process(repo):
     """The same measurement against a real process killed with SIGKILL (3 times)."""
+    pytest.importorskip("pybullet_data")  # the oracle reads the Panda URDF
     cfg = load_config(repo / ARM, RUN)
     overrides = "[" + ", ".join(f"'{o}'" for o in RUN) + "]"
     cmd = [sys.executable, "-m", "tether_ros.policy_server", "--ros-args"]
@@ -94,6 +99,7 @@ def test_sigkill_of_a_policy_server_process(repo):
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
         dt_ns = round(bridge.spec.dt * 1e9)
+        oracle = limits_for(cfg.robot, bridge.spec.action.names)
         for _ in range(3):
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
             try:
@@ -108,6 +114,5 @@ def test_sigkill_of_a_policy_server_process(repo):
             safe, last = spy.reaction(i_kill)
             assert (safe.t_ns - last) / dt_ns <= 2.0 + 1e-6
             assert safe.t_ns - t_kill <= 3 * dt_ns  # an answer in flight may still land
-            low, high = bridge.runner.safety.low, bridge.runner.safety.high
-            np.testing.assert_allclose(safe.action, np.clip(safe.measured, low, high))
+            assert holds_safe(safe.action, safe.measured, oracle), (safe.action, safe.measured)
         bridge.destroy_node()

@@ -70,11 +70,18 @@ def test_up_runs_the_mock_hardware_graph(repo, tmp_path):
         logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.log"))
         assert ended, f"no episode ended; logs:\n{logs}"
         end = next(e for e in events if e["event"] == "end")
-        assert end["steps"] > 100 and end["rejected"] == 0, end  # 4 s at 100 Hz, minus load
+        got = {k: end[k] for k in ("steps", "control_hz", "stale_steps", "rejected", "wall_s")}
+        # The episode ends on its step count (4 s at 100 Hz: 400 steps, none dropped, every
+        # command accepted; 22 of 22 runs on the shared 2-core machine, load 1.0-4.8). What a
+        # loaded machine costs a realtime graph is rate (98.15-100.46 Hz in those runs): a
+        # wall-clock number, measured by benchmarks (ros_loop, drone_loop), not asserted here.
+        # stale_steps (1-73) is not bounded: the bridge autostarts the episode before the
+        # policy server's first answer, so it mostly measures that process's start-up.
+        assert end["steps"] == 400 and end["rejected"] == 0, got
         # range of motion seen by the probe (it may subscribe after the arm started moving)
         moved = np.ptp(np.array(driver), axis=0).max()
         assert moved > 0.05, "the expert's commands never moved the mock arm"
-        print(f"episode: {end['steps']} steps at {end['control_hz']} Hz, arm moved {moved:.2f} rad")
+        print(f"episode: {got}, arm moved {moved:.2f} rad")
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     finally:

@@ -11,7 +11,10 @@ from tether.sim.experts.config_expert import ScriptedExpertConfig
 from tether.sim.robots.panda import panda_spec
 from tether.sim.tasks.config_tasks import LiftConfig, ReachConfig
 
-SEEDS = range(20)
+# The README claims 100 % success on 30 seeds at 50/100/500 Hz; measured 30/30 in every case,
+# the slowest episode finishing in 1.51 s of reach's 5 s limit and 3.06 s of lift's 8 s (so the
+# claim holds with a wide time margin, not by a hair).
+SEEDS = range(30)
 
 
 def _make(task_type: str, control_hz: float = 100.0):  # noqa: ANN202 - test helper
@@ -29,24 +32,28 @@ def _make(task_type: str, control_hz: float = 100.0):  # noqa: ANN202 - test hel
     return sim, expert
 
 
-def _success_rate(task_type: str, control_hz: float, seeds: range) -> float:
+def _failed_seeds(task_type: str, control_hz: float, seeds: range) -> list[int]:
     sim, expert = _make(task_type, control_hz)
     try:
-        return float(np.mean([expert_episode(sim, expert, s) for s in seeds]))
+        return [s for s in seeds if not expert_episode(sim, expert, s)]
     finally:
         sim.close()
 
 
 @pytest.mark.mujoco
 @pytest.mark.parametrize("task_type", ["reach", "lift"])
-def test_expert_success_at_100hz(task_type: str) -> None:
-    assert _success_rate(task_type, 100.0, SEEDS) >= 0.9
+@pytest.mark.parametrize("control_hz", [50.0, 100.0])
+def test_expert_succeeds_on_every_seed(task_type: str, control_hz: float) -> None:
+    """All 30 seeds succeed (about 1-3 s for the 30 episodes)."""
+    assert _failed_seeds(task_type, control_hz, SEEDS) == []
 
 
 @pytest.mark.mujoco
-@pytest.mark.parametrize("control_hz", [50.0, 500.0])
-def test_expert_lift_other_control_rates(control_hz: float) -> None:
-    assert _success_rate("lift", control_hz, range(100, 105)) >= 0.8
+@pytest.mark.slow
+@pytest.mark.parametrize("task_type", ["reach", "lift"])
+def test_expert_succeeds_on_every_seed_at_500hz(task_type: str) -> None:
+    """A 2 ms control period; all 30 seeds succeed (lift: ~13 s for the 30 episodes)."""
+    assert _failed_seeds(task_type, 500.0, SEEDS) == []
 
 
 @pytest.mark.mujoco

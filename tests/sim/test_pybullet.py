@@ -15,8 +15,6 @@ from tether.sim.tasks.config_tasks import LiftConfig, ReachConfig
 pytestmark = pytest.mark.pybullet
 pb = pytest.importorskip("pybullet")
 
-SEEDS = range(20)
-
 
 def _make(task_type: str, control_hz: float = 100.0):  # noqa: ANN202 - test helper
     from tether.sim.experts.expert import ScriptedExpert
@@ -99,22 +97,29 @@ def test_render_front_and_wrist() -> None:
         assert obs["images/front"].std() > 5  # not a blank frame
 
 
-@pytest.mark.parametrize("task_type", ["reach", "lift"])
-def test_expert_success_at_100hz(task_type: str) -> None:
-    sim, expert = _make(task_type, 100.0)
+def _failed_seeds(task_type: str, control_hz: float, seeds: range) -> list[int]:
+    sim, expert = _make(task_type, control_hz)
     try:
-        rate = float(np.mean([expert_episode(sim, expert, s) for s in SEEDS]))
+        if control_hz == 500.0:  # a 2 ms control period is one physics step
+            assert sim.substeps == 1
+        return [s for s in seeds if not expert_episode(sim, expert, s)]
     finally:
         sim.close()
-    assert rate >= 0.9
 
 
-def test_expert_lift_at_500hz() -> None:
-    """A 2 ms control period: one physics step per control step."""
-    sim, expert = _make("lift", 500.0)
-    try:
-        assert sim.substeps == 1
-        rate = float(np.mean([expert_episode(sim, expert, s) for s in range(100, 103)]))
-    finally:
-        sim.close()
-    assert rate >= 0.66
+# The README claims "expert 30/30 lift, 20/20 reach" on PyBullet and 100 % on 30 seeds at
+# 50/100/500 Hz for the expert. Measured here: 30/30 for reach and lift at 50, 100 and 500 Hz;
+# the slowest episode succeeds after 1.44 s of reach's 5 s limit and 2.93 s of lift's 8 s.
+def test_expert_reach_succeeds_on_every_seed() -> None:
+    assert _failed_seeds("reach", 100.0, range(20)) == []  # ~1.5 s
+
+
+@pytest.mark.slow
+def test_expert_lift_succeeds_on_every_seed() -> None:
+    assert _failed_seeds("lift", 100.0, range(30)) == []  # ~13 s
+
+
+@pytest.mark.slow
+def test_expert_lift_at_500hz_succeeds_on_every_seed() -> None:
+    """A 2 ms control period: one physics step per control step (~20 s for 30 episodes)."""
+    assert _failed_seeds("lift", 500.0, range(30)) == []

@@ -1,9 +1,12 @@
 """Fault injection against a bridge running in this process: kill the policy server mid-run,
-fuzz the command topics, and judge every action that reaches the simulator.
+fuzz the command topics, and record every action that reaches the simulator.
 
 Shared by tests/ros/test_faults_*.py and benchmarks/safety.py. Everything is measured in sim
 time through spies on the bridge (what the safety filter registered, what it decided, what
-the backend received), so the verdicts do not depend on how loaded the machine is.
+the backend received), so the measurements do not depend on how loaded the machine is.
+Whether a recorded action was safe is not decided here: the tests' oracle
+(tests/ros/safety_oracle.py) judges it against limits read from the robot's description,
+independently of the safety filter under test.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ class Step:
 @dataclass
 class BridgeSpy:
     """Wraps a SimBridge's runner: records each registered command time, each step's action
-    and the safety filter's verdict. ``bridge.runner`` must exist (arms, bases)."""
+    and whether the safety filter's watchdog chose it. ``bridge.runner`` must exist (arms,
+    bases)."""
 
     bridge: Any
     steps: list[Step] = field(default_factory=list)
@@ -58,7 +62,7 @@ class BridgeSpy:
         safety, backend = runner.safety, runner.backend
         real_command, real_output, real_step = safety.command, safety.output, backend.step
         real_submit, real_submit_cmd = runner.submit, runner.submit_command
-        verdict: dict[str, Any] = {}
+        decided: dict[str, Any] = {}
 
         def command(action: Any, now_s: float, valid_s: float | None = None) -> None:
             real_command(action, now_s, valid_s)
@@ -67,13 +71,13 @@ class BridgeSpy:
 
         def output(now_s: float, measured: np.ndarray, pose: Any = None) -> Any:
             out, stale = real_output(now_s, measured, pose)
-            verdict.update(t=round(now_s * NS), stale=stale, measured=np.array(measured))
+            decided.update(t=round(now_s * NS), stale=stale, measured=np.array(measured))
             return out, stale
 
         def step(action: np.ndarray) -> Any:
             self.steps.append(
                 Step(
-                    verdict["t"], np.array(action, copy=True), verdict["stale"], verdict["measured"]
+                    decided["t"], np.array(action, copy=True), decided["stale"], decided["measured"]
                 )
             )
             return real_step(action)
@@ -111,12 +115,13 @@ class BridgeSpy:
 # --- kills ---------------------------------------------------------------------------------
 @dataclass
 class KillResult:
-    """One kill: periods from the last command the filter registered to the first safe
-    action, and from the kill itself (sim time when the server died) to it."""
+    """One kill: periods from the last command the filter registered to the first action
+    the watchdog chose, and from the kill itself (sim time when the server died) to it;
+    ``safe`` is that step (its action and the measured position it answered)."""
 
     reaction_periods: float
     from_kill_periods: float
-    safe_action_ok: bool
+    safe: Step
 
 
 def kill_once(
@@ -148,13 +153,7 @@ def kill_once(
     found = spy.reaction(i_kill)
     assert found is not None
     safe, last = found
-    # the safe action: an arm holds where it is, a base / velocity mode gets zeros
-    safety = spy.bridge.runner.safety
-    if safety.position_mode:  # where it is (within the limits: a finger at -1e-5 m reads 0)
-        ok = bool(np.allclose(safe.action, np.clip(safe.measured, safety.low, safety.high)))
-    else:
-        ok = bool(np.all(safe.action == 0.0))
-    return KillResult((safe.t_ns - last) / dt_ns, (safe.t_ns - t_kill) / dt_ns, ok)
+    return KillResult((safe.t_ns - last) / dt_ns, (safe.t_ns - t_kill) / dt_ns, safe)
 
 
 # --- fuzzing -------------------------------------------------------------------------------
@@ -261,38 +260,3 @@ def fuzz_low_level(rng: np.random.Generator, channels: dict[str, tuple[str, ...]
     scale = 30000.0 if mode == "rotor_rpm" else 3.0
     msg.position = [_value(rng, scale) for _ in range(width)]
     return msg
-
-
-def check_steps(
-    steps: list[Step], low: np.ndarray, high: np.ndarray, max_step: np.ndarray | None = None
-) -> dict[str, int]:
-    """Count unsafe actions that reached a backend: not finite, outside [low, high], or (when
-    ``max_step`` is given) a fresh action further than allowed from the one before it (a
-    hold is exempt: it commands where the robot is)."""
-    if not steps:
-        return {"not_finite": 0, "out_of_limits": 0, "too_fast": 0}
-    return check_actions(
-        np.stack([s.action for s in steps]), low, high, max_step, [not s.stale for s in steps]
-    )
-
-
-def check_actions(
-    actions: np.ndarray,
-    low: np.ndarray,
-    high: np.ndarray,
-    max_step: np.ndarray | None = None,
-    fresh: list[bool] | None = None,
-) -> dict[str, int]:
-    """Count unsafe actions (N, dim): not finite, outside [low, high], or a jump larger than
-    ``max_step`` into an action marked ``fresh`` (all, when not given)."""
-    a = np.asarray(actions, np.float64)
-    finite = np.isfinite(a).all(axis=1)
-    tol = 1e-5 * np.maximum(1.0, np.abs(high - low))
-    out = ((a < low - tol) | (a > high + tol)).any(axis=1)
-    bad = {"not_finite": int((~finite).sum()), "out_of_limits": int((out & finite).sum())}
-    if max_step is not None and len(a) > 1:
-        jump = (np.abs(np.diff(a, axis=0)) > max_step + 1e-5).any(axis=1)
-        if fresh is not None:
-            jump &= np.asarray(fresh[1:], bool)
-        bad["too_fast"] = int(jump.sum())
-    return bad

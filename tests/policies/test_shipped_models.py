@@ -1,0 +1,151 @@
+"""The shipped models (every folder in models/: model.onnx + model.json, no torch weights):
+the graph follows its model.json, onnxruntime computes what ONNX's own reference evaluator
+computes, the actions stay in range, and the diffusion model lifts on unseen seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = sorted(p for p in (REPO / "models").iterdir() if (p / "model.json").is_file())
+# ONNX TensorProto element types of the dtypes model.json names
+ONNX_DTYPES = {"float32": 1, "uint8": 2, "int64": 7}
+# onnxruntime vs onnx.reference, max |ort - ref| / max(1, max |ref|): measured 9e-8 for both
+# models (panda_lift_diffusion: 2.4e-7 on actions up to 2.6 rad; quad_hover: 2e-3 on rotor
+# speeds up to 2.2e4 rpm), i.e. float32 rounding (eps 1.2e-7) of differently ordered sums;
+# 1e-6 leaves a 10x margin and still catches any real difference between the two engines.
+REFERENCE_RTOL = 1e-6
+
+
+def test_models_are_shipped() -> None:
+    assert {p.name for p in MODELS} >= {"panda_lift_diffusion", "quad_hover"}
+
+
+def _contract(model: Path) -> dict[str, Any]:
+    return json.loads((model / "model.json").read_text())
+
+
+def example_feeds(contract: dict[str, Any], seed: int) -> dict[str, np.ndarray]:
+    """Inputs of the shapes and dtypes model.json gives: low-dim values inside the training
+    range where model.json carries one (else standard normal), random images, normal noise."""
+    g = np.random.default_rng(seed)
+    norm = contract.get("normalization", {})
+    feeds = {}
+    for spec in contract["inputs"]:
+        shape, dtype = spec["shape"], np.dtype(spec.get("dtype", "float32"))
+        if dtype == np.uint8:
+            x = g.integers(0, 256, shape)
+        elif spec["key"] in norm:
+            lo = np.asarray(norm[spec["key"]]["min"])
+            hi = np.asarray(norm[spec["key"]]["max"])
+            x = lo + (hi - lo) * g.random(shape)
+        else:
+            x = g.standard_normal(shape)
+        feeds[spec["name"]] = x.astype(dtype)
+    return feeds
+
+
+def _action_range(model: Path, contract: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The action scale baked into the graph, else the robot's action limits."""
+    if "action_scale" in contract:
+        scale = contract["action_scale"]
+        return np.asarray(scale["min"]), np.asarray(scale["max"])
+    from tether.core.config import parse_experiment
+    from tether.core.experiment import robot_spec
+
+    policy = {"type": "onnx", "model": str(model / "model.onnx")}
+    spec = robot_spec(parse_experiment({**contract["experiment"], "policy": policy}))
+    return np.asarray(spec.action.low), np.asarray(spec.action.high)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_model_json_matches_the_graph(model: Path) -> None:
+    contract = _contract(model)
+    graph = onnx.load(str(model / "model.onnx")).graph
+
+    def dims(value: Any) -> list[int]:
+        return [d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    assert [(i.name, dims(i), i.type.tensor_type.elem_type) for i in graph.input] == [
+        (i["name"], i["shape"], ONNX_DTYPES[i.get("dtype", "float32")]) for i in contract["inputs"]
+    ]
+    assert [(o.name, dims(o)) for o in graph.output] == [
+        (o["name"], o["shape"]) for o in contract["outputs"]
+    ]
+    dim = contract["outputs"][0]["shape"][-1]
+    assert len(contract["action_names"]) == dim
+    low, high = _action_range(model, contract)
+    assert low.shape == high.shape == (dim,) and np.all(low <= high)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_onnxruntime_matches_the_reference_evaluator(model: Path) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    contract = _contract(model)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(model / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+    ref = ReferenceEvaluator(onnx.load(str(model / "model.onnx")))
+    low, high = _action_range(model, contract)
+    outputs = []
+    for seed in range(3):
+        feeds = example_feeds(contract, seed)
+        got = sess.run(None, feeds)[0]
+        want = ref.run(None, feeds)[0]
+        assert got.shape == want.shape == tuple(contract["outputs"][0]["shape"])
+        assert np.all(np.isfinite(got))
+        err = float(np.abs(got - want).max())
+        assert err <= REFERENCE_RTOL * max(1.0, float(np.abs(want).max())), (seed, err)
+        # every action inside the range the graph scales to (float32 rounding aside)
+        tol = 1e-6 * np.maximum(1.0, np.abs(high))
+        assert np.all(got >= low - tol) and np.all(got <= high + tol), (seed, got)
+        outputs.append(got)
+    assert not np.allclose(outputs[0], outputs[1])  # the inputs matter
+
+
+@pytest.mark.mujoco
+@pytest.mark.slow
+def test_shipped_diffusion_model_lifts_on_unseen_seeds(tmp_path: Path) -> None:
+    """20 unseen seeds in-process (~5 s). The ONNX policy is deterministic (fixed noise seed):
+    measured 18/20, the misses are seeds 1004 and 1012 (its 50-seed result is 94 %)."""
+    pytest.importorskip("mujoco")
+    from tether.cli.train import EvalOptions
+    from tether.policies.evaluation import evaluate_model
+
+    opts = EvalOptions(episodes=20, seed=1000, out=tmp_path, video=False)
+    summary = evaluate_model(REPO / "models" / "panda_lift_diffusion", opts)
+    assert [e["seed"] for e in summary["per_episode"]] == list(range(1000, 1020))
+    failed = {e["seed"] for e in summary["per_episode"] if not e["success"]}
+    assert failed <= {1004, 1012}, failed
+    assert summary["successes"] >= 18 and summary["success_rate"] >= 0.9
+    # a success ends the episode early (~3 s of the 8 s limit)
+    assert all(e["sim_time_s"] < 4.0 for e in summary["per_episode"] if e["success"])
+    assert json.loads((tmp_path / "summary.json").read_text())["successes"] == summary["successes"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "engine", [pytest.param(e, marks=getattr(pytest.mark, e)) for e in ("pybullet", "mujoco")]
+)
+def test_shipped_hover_policy_hovers_in_both_engines(engine: str, tmp_path: Path) -> None:
+    """models/quad_hover, as `tether eval models/quad_hover --sim <engine>` runs it, on 10
+    unseen seeds (1000-1009; thrown starts, 15 s episodes, success = within 10 cm for the
+    last 10 s). Its 100-episode result is 96 % PyBullet / 95 % MuJoCo
+    (models/quad_hover/train.json, benchmarks/results/shipped_models.json)."""
+    pytest.importorskip(engine)
+    from tether.cli.train import EvalOptions
+    from tether.policies.evaluation import evaluate_model
+
+    opts = EvalOptions(episodes=10, seed=1000, out=tmp_path, video=False, sim=engine)
+    summary = evaluate_model(REPO / "models" / "quad_hover", opts)
+    assert [e["seed"] for e in summary["per_episode"]] == list(range(1000, 1010))
+    assert summary["successes"] >= 9, summary["per_episode"]
