@@ -32,6 +32,20 @@ if "ROS_DOMAIN_ID" not in os.environ:
     os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
 
 
+# --- no test leaves this process real-time --------------------------------------------------
+# (a library that switches the calling thread to SCHED_FIFO, as SVT-AV1 does for root, would
+# make every process a later test starts real-time too: CPU hogs at FIFO 99 froze a run)
+@pytest.fixture(autouse=True)
+def _normal_scheduling():
+    yield
+    if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) in (
+        getattr(os, "SCHED_FIFO", -1),
+        getattr(os, "SCHED_RR", -1),
+    ):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        pytest.fail("this test left the test process with a real-time scheduling policy")
+
+
 # --- markers skip, with a reason, when their dependency is absent --------------------------
 # (a marker alone skips nothing; this is what makes `-m "not ros"` and a missing package
 # behave alike, and says why in the summary)

@@ -10,7 +10,9 @@ starting at ``from_timestamp = frames_before / fps``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,39 @@ def _av() -> Any:
     except ImportError as exc:  # pragma: no cover - av is in the lock file
         raise MissingDependency("av", "media", "Dataset video encoding") from exc
     return av
+
+
+# real-time scheduling policies (Linux); empty where the os module has none
+_REALTIME = {getattr(os, n) for n in ("SCHED_FIFO", "SCHED_RR") if hasattr(os, n)}
+
+
+def _thread_policies() -> dict[int, int]:
+    """Scheduling policy of each thread of this process (Linux; empty elsewhere)."""
+    out: dict[int, int] = {}
+    if not _REALTIME or not os.path.isdir("/proc/self/task"):
+        return out
+    for name in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError, ValueError):
+            out[int(name)] = os.sched_getscheduler(int(name))
+    return out
+
+
+@contextlib.contextmanager
+def no_realtime_threads() -> Iterator[None]:
+    """Undo what the code inside does to this process's scheduling: SVT-AV1 (libsvtav1),
+    when the process may (root, as in most containers), moves the calling thread and the
+    ~40 worker threads it starts to SCHED_FIFO priority 99 when its encoder opens. A
+    recorder encoding at that priority would preempt the simulator, the policy server and
+    the safety watchdog on the same machine, and every process it starts afterwards would
+    inherit it. Threads that were real-time before (set on purpose, e.g. with chrt) stay."""
+    before = _thread_policies()
+    try:
+        yield
+    finally:
+        for tid, policy in _thread_policies().items():
+            if policy in _REALTIME and before.get(tid) not in _REALTIME:
+                with contextlib.suppress(OSError):
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
 
 
 def pick_codec(preferred: str = "libsvtav1") -> str:
@@ -104,7 +139,9 @@ class VideoEncoder:
         vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
         vf.pts = self.count
         vf.time_base = Fraction(1, self.fps)
-        for packet in self._stream.encode(vf):
+        with no_realtime_threads():  # the encoder opens (and starts its threads) here
+            packets = self._stream.encode(vf)
+        for packet in packets:
             self._container.mux(packet)
         self.count += 1
 
@@ -113,7 +150,9 @@ class VideoEncoder:
         if self._container is None:
             return
         try:
-            for packet in self._stream.encode(None):
+            with no_realtime_threads():
+                packets = self._stream.encode(None)
+            for packet in packets:
                 self._container.mux(packet)
         finally:
             self._container.close()

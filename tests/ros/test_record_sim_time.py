@@ -30,7 +30,13 @@ CAMERAS = (
     "sim.cameras=[{name: front, width: 160, height: 120, fps: 30}, "
     "{name: wrist, width: 96, height: 96, fps: 30}]"
 )
-HOG = "while True:\n    pass\n"
+# a busy loop at normal priority (whatever this process's policy is: never real-time)
+HOG = (
+    "import os\n"
+    "if hasattr(os, 'sched_setscheduler'):\n"
+    "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
+    "while True:\n    pass\n"
+)
 
 
 def _record(repo, out, cameras: str) -> list[tuple[int, int]]:
