@@ -116,6 +116,13 @@ class EpisodeSupervisor:
                 timeout_s,
                 "the policy server (chunk mode)",
             )
+            # and this node hears the executor's cadence reports from the first episode on
+            # (a report sent before discovery matched the two is lost: volatile QoS)
+            self.spin_until(
+                lambda: self.node.count_publishers("chunk_executor/cadence") >= 1,
+                timeout_s,
+                "the chunk executor",
+            )
 
     def run_episode(self, record: bool = False) -> dict[str, Any]:
         """Start one episode and return its end status (success, steps, latency_ms, ...)."""
