@@ -95,7 +95,7 @@ class QuadrotorParams(BaseModel):
     kf: float = Field(3.16e-10, gt=0)
     # N m / rpm^2: reaction torque of one rotor = km * rpm^2 (cf2x.urdf "km")
     km: float = Field(7.94e-12, gt=0)
-    # max total thrust / weight; sets max rpm = sqrt(t2w * m g / (4 kf)) ~ 21702 rpm
+    # max total thrust / weight; sets max rpm = sqrt(t2w * m g / (4 kf)) ~ 21714 rpm (g = 9.81)
     thrust_to_weight: float = Field(2.25, gt=1)
     # s, first-order rotor speed lag. gym-pybullet-drones has none; published Crazyflie
     # identifications range ~0.015-0.05 s, we take the middle. 0 = ideal motors.
@@ -123,12 +123,12 @@ class QuadrotorParams(BaseModel):
 
     @property
     def hover_rpm(self) -> float:
-        """RPM per rotor whose four thrusts balance gravity (~14468 rpm)."""
+        """RPM per rotor whose four thrusts balance gravity (~14476 rpm)."""
         return float(np.sqrt(self.weight / (4.0 * self.kf)))
 
     @property
     def max_rpm(self) -> float:
-        """RPM limit per rotor (~21702 rpm for the Crazyflie)."""
+        """RPM limit per rotor (~21714 rpm for the Crazyflie)."""
         return float(np.sqrt(self.thrust_to_weight * self.weight / (4.0 * self.kf)))
 
     @property

@@ -166,3 +166,12 @@ def test_engine_pair_imbalance(engine_sim: Any) -> None:
         engine_sim.set_drone_states(hover_state(1), rotor_rpm=rpm)
         obs = engine_sim.step(rpm[0]).observation
         _check_signs(obs["state"][10:13].astype(np.float64), expected, f"{what}")
+
+
+def test_documented_rotor_speed_limits_are_the_computed_ones() -> None:
+    """docs/quadrotor.md states max 21 714 rpm and hover 14 476 rpm: what the parameters give
+    (sqrt(t2w m g / (4 kf)) and sqrt(m g / (4 kf)), g = 9.81)."""
+    from tether.sim.quadrotor.crazyflie import CRAZYFLIE
+
+    assert round(CRAZYFLIE.max_rpm) == 21714
+    assert round(CRAZYFLIE.hover_rpm) == 14476
