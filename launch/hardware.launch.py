@@ -37,12 +37,6 @@ ARGS = {
 }
 
 
-def _experiment_path(value: str) -> str:
-    """As given, else under Tether's data folders: the checkout, or share/tether_ros of the
-    sourced install (tether.core.paths, the rule every entry point uses)."""
-    return str(find_given(value))
-
-
 def hardware_overrides(mock: str) -> list[str]:
     """Dotted overrides from the launch arguments (``mock:=false`` -> hardware.mock=false)."""
     value = mock.strip().lower()
@@ -61,7 +55,8 @@ def _graph(context, *args, **kwargs):
                 f"{', '.join(ROBOT_EXPERIMENTS)}); pass experiment:=<yaml>"
             )
         experiment = ROBOT_EXPERIMENTS[get["robot"]]
-    experiment = _experiment_path(experiment)
+    # as given, else under the checkout or share/tether_ros (tether.core.paths)
+    experiment = str(find_given(experiment))
     overrides = hardware_overrides(get["mock"])
     if load_config(experiment).hardware is None:
         raise ConfigError(f"{experiment}: no hardware: section (use sim.launch.py)")

@@ -33,15 +33,10 @@ ARGS = {
 }
 
 
-def _experiment_path(value: str) -> str:
-    """As given, else under Tether's data folders: the checkout, or share/tether_ros of the
-    sourced install (tether.core.paths, the rule every entry point uses)."""
-    return str(find_given(value))
-
-
 def _graph(context, *args, **kwargs):
     get = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
-    experiment = _experiment_path(get["experiment"])
+    # as given, else under the checkout or share/tether_ros (tether.core.paths)
+    experiment = str(find_given(get["experiment"]))
     overrides = launch_overrides(
         get["robot"], get["sim"], get["task"], get["policy"], get["headless"]
     )

@@ -367,7 +367,8 @@ class SimBridge(Node):
         env = obs.get("env_state")
         for i, (name, pub) in enumerate(self.pub_objects.items()):
             pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
-            self._sent[itf.object_pose_topic(name)] = stamp
+            if self._wait_recorder:  # bookkeeping for the recorder's acks, only when it counts
+                self._sent[itf.object_pose_topic(name)] = stamp
         if not resend:
             for cam in self.runner.cameras_due():
                 frame = f"{cam.name}_optical_frame"
@@ -391,7 +392,8 @@ class SimBridge(Node):
             self._stamp, self._wait_since = stamp, self._last_send
         if self.running:
             self.runner.latency.mark(stamp, self._last_send)
-        self._sent[itf.JOINT_STATES] = stamp
+        if self._wait_recorder:
+            self._sent[itf.JOINT_STATES] = stamp
         self.pub_js.publish(js)
         self.pub_clock.publish(conv.clock_msg(stamp))
 
@@ -400,7 +402,8 @@ class SimBridge(Node):
         img_pub, info_pub = self.pub_images[camera]
         img_pub.publish(img)
         info_pub.publish(info)
-        self._sent[itf.image_topic(camera)] = conv.from_time(img.header.stamp)
+        if self._wait_recorder:
+            self._sent[itf.image_topic(camera)] = conv.from_time(img.header.stamp)
 
     def close(self) -> None:
         if self.drones is not None:
