@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/*.txt 2>/dev/null | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py requirements/*.txt 2>/dev/null | sha1sum | cut -c1-12)
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 # Fast DDS shared-memory profile: 640x480 images in ~2.5 ms instead of ~13 ms
@@ -45,7 +45,7 @@ bench: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy core cli sim hardware ros2_ws/src/tether_ros/tether_ros
+	$(PY) -m mypy core robots cli sim hardware ros2_ws/src/tether_ros/tether_ros
 
 format: setup
 	$(PY) -m ruff format .

@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from common import write_result  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
+from tether.robots.crazyflie.robot import CRAZYFLIE  # noqa: E402
 from tether.sim.quadrotor.batched_env import BatchedHoverEnv  # noqa: E402
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE  # noqa: E402
 
 EXPERIMENT = REPO / "configs/experiments/quad_pid_hover.yaml"
 WRAPPER_TARGET_PCT = 10.0
@@ -62,13 +62,14 @@ def batched(n: int, steps: int) -> dict[str, Any]:
 def _raw_pybullet() -> tuple[Callable[[], None], Callable[[], None]]:
     import pybullet as pb
 
-    from tether.sim.pybullet.quadrotor import URDF
+    from tether.robots.crazyflie.robot import ROBOT
 
+    urdf = ROBOT.asset(ROBOT.pybullet.urdf)
     cid = pb.connect(pb.DIRECT)
     pb.setGravity(0, 0, -9.81, physicsClientId=cid)
     pb.setTimeStep(0.002, physicsClientId=cid)
     body = pb.loadURDF(
-        str(URDF), (0, 0, 1), flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=cid
+        str(urdf), (0, 0, 1), flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=cid
     )
     pb.changeDynamics(body, -1, linearDamping=0, angularDamping=0, physicsClientId=cid)
     f = CRAZYFLIE.kf * CRAZYFLIE.hover_rpm**2
@@ -87,9 +88,11 @@ def _raw_pybullet() -> tuple[Callable[[], None], Callable[[], None]]:
 def _raw_mujoco() -> tuple[Callable[[], None], Callable[[], None]]:
     import mujoco
 
+    from tether.robots.crazyflie.robot import ROBOT
     from tether.sim.mujoco.quadrotor import scene_xml
 
-    model = mujoco.MjModel.from_xml_string(scene_xml(1, 0.002))
+    xml = scene_xml(ROBOT.asset(ROBOT.mujoco.scene), 1, 0.002, ROBOT.mujoco)
+    model = mujoco.MjModel.from_xml_string(xml)
     data = mujoco.MjData(model)
     body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "cf0")
     data.xfrc_applied[body, 2] = 4 * CRAZYFLIE.kf * CRAZYFLIE.hover_rpm**2

@@ -211,7 +211,7 @@ def fuzz(kind: str, n: int, seed: int) -> dict[str, Any]:
         if kind == "drone":
             cfg = load_config(DRONE, ["ros.rate_mode=realtime", "sim.quadrotor.num_drones=1"])
             bridge = SimBridge(cfg, context=ctx)
-            drones = bridge.drones
+            drones = bridge.io
             received: list[np.ndarray] = []
             real_step = drones.fleet.backend.step
             drones.fleet.backend.step = lambda a: (received.append(np.array(a)), real_step(a))[1]
@@ -261,11 +261,11 @@ def fuzz(kind: str, n: int, seed: int) -> dict[str, Any]:
 
             def make() -> Any:
                 if kind == "arm":
-                    return fuzz_trajectory(rng, names, bridge.runner.obs.stamp_ns, dt, 3.0)
+                    return fuzz_trajectory(rng, names, bridge.io.runner.obs.stamp_ns, dt, 3.0)
                 return fuzz_twist(rng)
 
             seen = fuzz_topic(ex, pub, make, lambda: spy.accepted + bridge.rejected, n)
-            s = bridge.runner.safety
+            s = bridge.io.runner.safety
             bad = unsafe_steps(spy.steps, limits_for(cfg.robot, names), 1 / cfg.world.control_hz)
             rejected, passed = bridge.rejected, spy.accepted
             n_steps = spy.steps.__len__

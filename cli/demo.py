@@ -31,8 +31,8 @@ def run_demo(config: str, overrides: list[str], out: str | None, video: bool = T
     nodes = plan_graph(config, overrides)
     n = cfg.episodes.count
     print(
-        f"tether demo: {n} episodes of {cfg.task.type} with {cfg.policy.type} in {cfg.sim.type} at "
-        f"{cfg.sim.control_hz:g} Hz ({cfg.ros.rate_mode}) over ROS 2 -> {out_dir}"
+        f"tether demo: {n} episodes of {cfg.task.type} with {cfg.policy.type} in {world_name(cfg)} "
+        f"at {cfg.world.control_hz:g} Hz ({cfg.ros.rate_mode}) over ROS 2 -> {out_dir}"
     )
     with GraphProcesses(nodes, env, out_dir / "logs") as graph:
         results, frames = _supervise(cfg, graph, env, record_camera=video)
@@ -50,18 +50,25 @@ def run_demo(config: str, overrides: list[str], out: str | None, video: bool = T
     if frames:
         from tether.cli.report import write_mp4
 
-        fps = cfg.sim.cameras[0].fps if cfg.sim.cameras else 30
+        fps = cfg.world.cameras[0].fps if cfg.world.cameras else 30
         write_mp4(frames, out_dir / "episode_000.mp4", fps=fps)
     lat = summary["latency_ms"]
     print(
         f"success {summary['successes']}/{n} ({100 * summary['success_rate']:.0f}%), "
-        f"control {summary['control_hz']:.1f} Hz (target {cfg.sim.control_hz:g}), "
+        f"control {summary['control_hz']:.1f} Hz (target {cfg.world.control_hz:g}), "
         f"obs->action latency p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms"
     )
     print(
         f"wrote {out_dir}/summary.json, latency_hist.png" + (", episode_000.mp4" if frames else "")
     )
     return 0
+
+
+def world_name(cfg: Any) -> str:
+    """What the episodes run in: the simulator, or the (mock) hardware."""
+    if cfg.sim is not None:
+        return cfg.sim.type
+    return f"{'mock ' if cfg.hardware.mock else ''}{cfg.hardware.type} hardware"
 
 
 def summarize(cfg: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -74,7 +81,7 @@ def summarize(cfg: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
         "successes": sum(r["success"] for r in results),
         "success_rate": sum(r["success"] for r in results) / max(1, len(results)),
         "control_hz": steps / wall if wall > 0 else float("nan"),
-        "target_hz": cfg.sim.control_hz,
+        "target_hz": cfg.world.control_hz,
         "rate_mode": cfg.ros.rate_mode,
         "latency_ms": lat,
         **({"chunk_executor": chunk_summary(results)} if cfg.ros.chunked else {}),
@@ -100,7 +107,7 @@ def _supervise(cfg: Any, graph: Any, env: dict[str, str], record_camera: bool):
     """Start each episode through the sim bridge and collect its end status."""
     from tether_ros.supervisor import EpisodeSupervisor
 
-    cam = cfg.sim.cameras[0].name if (record_camera and cfg.sim.cameras) else None
+    cam = cfg.world.cameras[0].name if (record_camera and cfg.world.cameras) else None
     results: list[dict[str, Any]] = []
     frames: list[np.ndarray] = []
     with EpisodeSupervisor(cfg, graph, env, camera=cam) as sup:

@@ -1,4 +1,5 @@
-"""The `tether` command line: up, demo, record, dataset, replay, train, eval, export, check, list.
+"""The `tether` command line: up, demo, record, dataset, replay, train, eval, export, check,
+list (alias plugins).
 
 Errors a user can cause print one line (``error: ...``) and exit with code 2.
 """
@@ -142,8 +143,38 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("experiment")
     check.add_argument("overrides", nargs="*")
 
-    sub.add_parser("list", help="list registered robots, simulators, tasks and policies")
+    sub.add_parser(
+        "list",
+        aliases=["plugins"],
+        help="list every registered plugin: robots (with kind and folder), simulators, backends, "
+        "tasks, policies, trainers, hardware types, ROS I/O adapters",
+    )
     return p
+
+
+def list_plugins() -> int:
+    """Print every registered kind and type (tether.core.registry): each robot with its kind,
+    summary and folder, each other plugin with the target it builds. A robot whose
+    description fails to load is listed with the error (exit 2)."""
+    from tether.core import registry
+
+    failed = False
+    for kind in registry.KINDS:
+        names = registry.available(kind)
+        print(f"{kind} ({len(names)})")
+        for name in names:
+            if kind == "robot":
+                try:
+                    desc = registry.load("robot", name)
+                except Exception as exc:  # a broken robot folder: say why, list the rest
+                    failed = True
+                    print(f"  {name:22s} error: {type(exc).__name__}: {exc}")
+                    continue
+                folder = f"  [{desc.folder}]" if desc.folder else ""
+                print(f"  {name:22s} {desc.kind:12s} {desc.summary}{folder}")
+            else:
+                print(f"  {name:22s} {registry.entry(kind, name).target}")
+    return 2 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -242,12 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = load_config(args.experiment, args.overrides)
             print(yaml.safe_dump(dump_config(cfg), sort_keys=False), end="")
             return 0
-        if args.cmd == "list":
-            from tether.core import registry
-
-            for kind in registry.KINDS:
-                print(f"{kind:8s} {', '.join(registry.available(kind))}")
-            return 0
+        if args.cmd in ("list", "plugins"):
+            return list_plugins()
     except TetherError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

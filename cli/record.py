@@ -1,8 +1,11 @@
 """`tether record`: record demonstrations over ROS 2 into a LeRobotDataset v3.0.
 
-The graph is the experiment's (sim_bridge + policy_server) plus a recorder node; with
-``--teleop scripted`` the policy server runs the task's scripted expert. Only successful
-episodes are kept; the command runs episodes until ``--episodes`` are saved.
+The graph is the experiment's (sim_bridge + policy_server) plus a recorder node, for any
+robot kind (the recorder takes the kind's streams: tether_ros.kinds.streams); with
+``--teleop scripted`` the policy server runs the scripted expert the task registers
+(tether.hardware.teleop.scripted: reach/lift -> scripted_expert, go_to_goal -> base_expert,
+hover -> quad_pid, ...). Only successful episodes are kept; the command runs episodes until
+``--episodes`` are saved.
 
 With the scripted expert the sim steps in sim time (``ros.rate_mode: lockstep``): each step
 waits for the expert's answer to the current observation and for the recorder to take that
@@ -26,7 +29,7 @@ from typing import Any
 from tether.core.config import load_config
 from tether.core.errors import TetherError
 
-TELEOP_POLICIES = {"scripted": "scripted_expert"}
+SCRIPTED = "scripted"  # the task's scripted expert drives
 HUMAN_DEVICES = ("keyboard", "gamepad", "spacemouse")
 # sim-time recording: lockstep with the recorder in the loop; the expert is never stepped
 # past (the lockstep timeout only catches a policy server that hangs). Put before the user's
@@ -53,16 +56,16 @@ def run_record(
     from tether_ros.recorder import RECORDER_STATUS
     from tether_ros.supervisor import EpisodeSupervisor
 
-    if teleop not in TELEOP_POLICIES and teleop not in HUMAN_DEVICES:
+    if teleop != SCRIPTED and teleop not in HUMAN_DEVICES:
         raise TetherError(
             f"--teleop {teleop}: unknown data source "
-            f"(available: {', '.join([*TELEOP_POLICIES, *HUMAN_DEVICES])})"
+            f"(available: {', '.join([SCRIPTED, *HUMAN_DEVICES])})"
         )
     # a human drives on the wall clock; the expert in sim time unless asked otherwise
     timing = REALTIME if realtime or teleop in HUMAN_DEVICES else SIM_TIME
     overrides = [*timing, *overrides, "episodes.autostart=false", "episodes.auto_reset=false"]
-    if teleop in TELEOP_POLICIES:
-        overrides.append(f"policy.type={TELEOP_POLICIES[teleop]}")
+    if teleop == SCRIPTED:
+        overrides += expert_overrides(config, overrides)
     cfg = load_config(config, overrides)
     root = Path(out) if out else Path("datasets") / time.strftime(f"{cfg.name}-%Y%m%d-%H%M%S")
     if root.exists() and any(root.iterdir()) and not (root / "meta/info.json").exists():
@@ -110,6 +113,7 @@ def run_record(
             print(
                 f"  [{bar:<30}] {saved}/{episodes} saved  episode seed {result['seed']}: "
                 f"{st['event']} ({st.get('frames', 0)} frames, {st.get('dropped', 0)} dropped)"
+                f" in {float(result.get('sim_time_s', 0.0)):.2f} s of sim time"
                 f"  {rate:.1f} episodes/min",
                 flush=True,
             )
@@ -118,6 +122,16 @@ def run_record(
         f"{time.monotonic() - t_start:.0f} s); `tether dataset info {root}` describes it"
     )
     return 0
+
+
+def expert_overrides(config: str, overrides: list[str]) -> list[str]:
+    """Overrides that make the experiment's policy its task's scripted expert: none when it
+    already is (its settings apply), else the expert's section with its defaults."""
+    from tether.hardware.teleop.scripted import task_expert
+
+    cfg = load_config(config, overrides)
+    expert = task_expert(cfg.task.type)
+    return [] if cfg.policy.type == expert else [f"policy={{type: {expert}}}"]
 
 
 def _check_writable(root: Path) -> None:

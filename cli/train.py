@@ -7,6 +7,9 @@ An experiment's optional ``train:`` section names a registered trainer (registry
     evaluate(checkpoint: Path, options: EvalOptions) -> dict           # writes summary.json
     export(checkpoint: Path, fmt: str, out: Path | None) -> Path       # writes model.onnx ...
 
+A trainer that evaluates closed-loop hands its experiment to ``options.runner`` (in-process
+or over ROS 2, tether.cli.evaluate), so the policies layer never imports a simulator or ROS.
+
 Every checkpoint directory holds ``contract.json`` whose ``"trainer"`` names the trainer
 that wrote it, so `eval` and `export` find their way back from a checkpoint alone.
 """
@@ -20,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.cli.evaluate import run_evaluation
 from tether.core import registry
 from tether.core.config import load_config
 from tether.core.errors import TetherError
 from tether.core.paths import find_given
+from tether.policies.evaluation import EpisodeRunner
 
 CONTRACT = "contract.json"
 
@@ -42,6 +47,8 @@ class EvalOptions:
     overrides: list[str] = field(default_factory=list)
     # the experiment to evaluate an exported model folder in (default: its model.json's)
     config: str | None = None
+    # runs the evaluation experiment's episodes (tether.policies.evaluation.EpisodeRunner)
+    runner: EpisodeRunner = run_evaluation
 
 
 def trainer_of_checkpoint(checkpoint: str | Path) -> tuple[Path, Any]:

@@ -1,18 +1,29 @@
 """Experiment configs: YAML files under configs/, validated by pydantic, with dotted
-command-line overrides (``policy.steps=10``). Every error is one line naming the field."""
+command-line overrides (``policy.steps=10``). Every error is one line naming the field.
+
+An experiment may extend another (``extends: panda_lift_expert.yaml``, found next to the
+file first, see tether.core.paths.find_extended): the parent is read (itself extending, in a
+chain), then the file is merged over it: mappings merge key by key, any other value (a
+scalar, a list) replaces, and ``key: null`` removes the key (``sim: null`` drops the parent's
+simulator so a ``hardware:`` section can take its place; a field goes back to its default).
+Overrides apply to the merged result; an error names the file given and, when the field was
+written elsewhere in the chain, that file too.
+"""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tether.core import registry
 from tether.core.errors import ConfigError
-from tether.core.paths import experiment_root, find_given, resolve_path
+from tether.core.paths import experiment_root, find_extended, find_given, resolve_path
 from tether.core.safety import SafetyConfig
 from tether.core.spec import CameraSpec
 
@@ -85,10 +96,10 @@ class HardwareConfig(BaseModel):
     the interfaces its driver already exposes (see tether.hardware.robots)."""
 
     model_config = ConfigDict(extra="forbid")
-    # jtc_arm: a ros2_control JointTrajectoryController (UR, Franka, xArm, Kinova drivers);
-    # twist_base: cmd_vel / odom of a base driver; mavlink: PX4 / ArduPilot over pymavlink;
-    # crazyflie: Bitcraze cflib over a Crazyradio
-    type: Literal["jtc_arm", "twist_base", "mavlink", "crazyflie"]
+    # a registered hardware type (`tether plugins`): jtc_arm, a ros2_control
+    # JointTrajectoryController (UR, Franka, xArm, Kinova drivers); twist_base: cmd_vel / odom
+    # of a base driver; mavlink: PX4 / ArduPilot over pymavlink; crazyflie: Bitcraze cflib
+    type: str
     # true: start mock hardware with the driver's interface (mock arm / base node, mock
     # autopilot on UDP loopback) instead of talking to a device
     mock: bool = False
@@ -97,9 +108,10 @@ class HardwareConfig(BaseModel):
     # ROS namespace of the robot driver's topics (its joint_states, <controller>/joint_trajectory,
     # cmd_vel, odom); it must differ from ros.namespace, where the bridge publishes Tether's own
     driver_namespace: str = "/driver"
-    # the JointTrajectoryController the arm driver runs (UR: scaled_joint_trajectory_controller)
-    controller: str = "joint_trajectory_controller"
-    # the driver's joint names in the robot's action order (default: the robot spec's names)
+    # the JointTrajectoryController the arm driver runs (default: the robot's, e.g. UR:
+    # scaled_joint_trajectory_controller)
+    controller: str | None = None
+    # the driver's joint names in the robot's action order (default: the robot's)
     joints: list[str] | None = None
     # how long the bridge waits for the device's first state before giving up (s)
     connect_timeout_s: float = Field(5.0, gt=0, le=60)
@@ -107,6 +119,14 @@ class HardwareConfig(BaseModel):
     # mock (MockArmConfig, MockBaseConfig, MockAutopilotConfig); validated when built
     device: dict[str, Any] = Field(default_factory=dict)
     mock_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("type")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        known = registry.available("hardware")
+        if value not in known:
+            raise ValueError(f"unknown hardware type '{value}' (available: {', '.join(known)})")
+        return value
 
 
 class ExperimentConfig(BaseModel):
@@ -146,10 +166,30 @@ TYPED_SECTIONS = ("sim", "task", "policy", "train")
 SECTION_KIND = {"sim": "sim", "task": "task", "policy": "policy", "train": "trainer"}
 
 
-def _format_error(source: str, exc: ValidationError, prefix: str = "") -> str:
+# where a field of a composed experiment was written: its key path -> a file of the chain or
+# "the command line"; None when it is the file given
+Origin = Callable[[Sequence[str | int]], str | None]
+EXTENDS = "extends"
+COMMAND_LINE = "the command line"
+
+
+def _located(source: str, path: Sequence[str | int], msg: str, origin: Origin | None = None) -> str:
+    """``source: a.b.c: msg``, ending with the file (or the command line) that wrote the
+    field when it is not ``source`` itself."""
+    where = f"{source}: " if source else ""
+    loc = ".".join(str(p) for p in path) or "<root>"
+    written = origin(path) if origin is not None else None
+    if written:
+        msg += f" (set {'on' if written == COMMAND_LINE else 'in'} {written})"
+    return f"{where}{loc}: {msg}"
+
+
+def _format_error(
+    source: str, exc: ValidationError, prefix: str = "", origin: Origin | None = None
+) -> str:
     errors = exc.errors()
     first = errors[0]
-    loc = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "")
+    path = [p for p in (prefix, *first["loc"]) if p != ""]
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown field (misspelled?)"
@@ -158,8 +198,7 @@ def _format_error(source: str, exc: ValidationError, prefix: str = "") -> str:
     elif "input" in first and not isinstance(first["input"], dict | list):
         msg = f"{msg} (got {first['input']!r})"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    where = f"{source}: " if source else ""
-    return f"{where}{loc or '<root>'}: {msg}{more}"
+    return _located(source, path, msg + more, origin)
 
 
 def parse_value(text: str) -> Any:
@@ -190,34 +229,50 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return out
 
 
-def parse_experiment(data: Any, source: str = "") -> ExperimentConfig:
-    """Validate a dict into an ExperimentConfig, each typed section by its registered class."""
+def parse_experiment(
+    data: Any, source: str = "", *, origin: Origin | None = None
+) -> ExperimentConfig:
+    """Validate a dict into an ExperimentConfig, each typed section by its registered class.
+
+    ``source`` names the file in error messages; ``origin`` (from :func:`compose`) names the
+    file of its ``extends:`` chain that wrote a field."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source or 'config'}: expected a mapping of sections at the top level")
+    if EXTENDS in data:
+        msg = "only an experiment file extends another (load it with load_config)"
+        raise ConfigError(_located(source, [EXTENDS], msg, origin))
     data = dict(data)
+    robot = str(data.get("robot", ExperimentConfig.model_fields["robot"].default))
+    try:
+        kind = registry.load("robot", robot).kind
+    except ConfigError as exc:
+        raise ConfigError(_located(source, ["robot"], str(exc), origin)) from None
     for section in TYPED_SECTIONS:
         raw = data.get(section)
         if raw is None:
             continue
         if not isinstance(raw, dict) or "type" not in raw:
-            raise ConfigError(f"{source}: {section}.type: required field is missing")
+            msg = "required field is missing"
+            raise ConfigError(_located(source, [section, "type"], msg, origin))
         try:
             cls = registry.config_class(SECTION_KIND[section], str(raw["type"]))
         except ConfigError as exc:
-            raise ConfigError(f"{source}: {section}.type: {exc}") from None
+            raise ConfigError(_located(source, [section, "type"], str(exc), origin)) from None
+        if section == "sim":
+            # an engine's backend for this robot kind may extend the engine's config with the
+            # kind's own settings (a drone world's aerodynamics, a base's lidar)
+            backend = f"{raw['type']}/{kind}"
+            if backend in registry.available("backend"):
+                cls = registry.config_class("backend", backend) or cls
         cls = cls or ComponentConfig
         try:
             data[section] = cls.model_validate(raw)
         except ValidationError as exc:
-            raise ConfigError(_format_error(source, exc, section)) from None
+            raise ConfigError(_format_error(source, exc, section, origin)) from None
     try:
         cfg = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(source, exc)) from None
-    try:
-        registry.entry("robot", cfg.robot)
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: robot: {exc}") from None
+        raise ConfigError(_format_error(source, exc, origin=origin)) from None
     return cfg
 
 
@@ -237,16 +292,100 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """``child`` over ``base``: mappings merge key by key, any other value replaces, and
+    ``key: null`` removes the key. Neither input is mutated."""
+    out = copy.deepcopy(base)
+    for key, value in child.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict):
+            base_value = out.get(key)
+            out[key] = merge(base_value if isinstance(base_value, dict) else {}, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _has(data: Any, path: Sequence[str | int]) -> bool:
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+@dataclass(frozen=True)
+class Composed:
+    """An experiment file merged over its ``extends:`` chain. ``layers``: (file, its own
+    data), nearest first (the command line's overrides, the file given, ..., the chain's
+    root); ``given``: the file given."""
+
+    data: dict[str, Any]
+    layers: tuple[tuple[str, dict[str, Any]], ...]
+    given: str
+
+    def origin(self, path: Sequence[str | int]) -> str | None:
+        """The file (or the command line) that wrote the value at ``path`` when it is not the
+        file given: the nearest layer holding the longest part of the path."""
+        for n in range(len(path), 0, -1):
+            for name, data in self.layers:
+                if _has(data, path[:n]):
+                    return None if name == self.given else name
+        return None
+
+    def overridden(self, overrides: list[str]) -> Composed:
+        """With dotted overrides applied to the merged data (and named as their origin)."""
+        if not overrides:
+            return self
+        given = apply_overrides({}, overrides)
+        layers = ((COMMAND_LINE, given), *self.layers)
+        return Composed(apply_overrides(self.data, overrides), layers, self.given)
+
+
+def compose(path: str | Path, _seen: tuple[Path, ...] = ()) -> Composed:
+    """Read an experiment file and merge it over the chain its ``extends:`` names."""
+    path = Path(path).resolve()
+    if path in _seen:
+        cycle = " -> ".join(p.name for p in (*_seen[_seen.index(path) :], path))
+        raise ConfigError(f"{_seen[0]}: extends: a cycle ({cycle})")
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    own = {k: v for k, v in data.items() if k != EXTENDS}
+    if EXTENDS not in data:
+        return Composed(own, ((str(path), own),), str(path))
+    name = data[EXTENDS]
+    if not isinstance(name, str) or not name:
+        raise ConfigError(
+            f"{path}: extends: expected the name of an experiment file (got {name!r})"
+        )
+    parent_path = find_extended(name, path)
+    if parent_path is None:
+        raise ConfigError(
+            f"{path}: extends: experiment file not found: {name} (looked next to the file "
+            "and under configs/experiments/ of Tether's data folders)"
+        )
+    parent = compose(parent_path, (*_seen, path))
+    layers = ((str(path), own), *parent.layers)
+    return Composed(merge(parent.data, own), layers, str(path))
+
+
+def read_experiment(path: str | Path) -> dict[str, Any]:
+    """An experiment file's data merged over its ``extends:`` chain (no ``extends:`` left),
+    not yet validated. ``path`` as given, else under Tether's data folders."""
+    return compose(find_given(path)).data
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Load an experiment YAML, apply dotted overrides, validate. Raises ConfigError.
+    """Load an experiment YAML (merged over the chain its ``extends:`` names), apply dotted
+    overrides, validate. Raises ConfigError.
 
     ``path`` as given, else under Tether's data folders; every relative path field of the
     result is made absolute against the experiment's root (tether.core.paths)."""
     path = find_given(path)
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
-    cfg = parse_experiment(apply_overrides(data, overrides or []), str(path))
+    composed = compose(path).overridden(list(overrides or []))
+    cfg = parse_experiment(composed.data, str(path), origin=composed.origin)
     resolve_paths(cfg, experiment_root(path))
     return cfg
 

@@ -6,19 +6,24 @@ from typing import Any
 
 from tether.core import registry
 from tether.core.config import ExperimentConfig
+from tether.core.robot import RobotDescription
 from tether.core.spec import RobotSpec
+
+
+def robot_description(cfg: ExperimentConfig) -> RobotDescription:
+    """The description of the experiment's robot (its folder's ``ROBOT``)."""
+    return registry.load("robot", cfg.robot)
 
 
 def robot_spec(cfg: ExperimentConfig) -> RobotSpec:
     """The RobotSpec of the experiment's robot at the simulator's control rate and cameras."""
-    factory = registry.load("robot", cfg.robot)
+    desc = robot_description(cfg)
     world = cfg.world  # the sim section, or the hardware one
     cameras = tuple(getattr(world, "cameras", ()))
-    spec = factory(control_hz=world.control_hz, cameras=cameras)
     # robot options the sim section carries (a quadcopter's action mode and drone count)
     options = getattr(cfg.sim, "robot_options", None)
-    extra = options(spec.kind) if options is not None else {}
-    return factory(control_hz=world.control_hz, cameras=cameras, **extra) if extra else spec
+    extra = options(desc.kind) if options is not None else {}
+    return desc.spec(control_hz=world.control_hz, cameras=cameras, **extra)
 
 
 def build_task(cfg: ExperimentConfig) -> Any:

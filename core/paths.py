@@ -58,6 +58,22 @@ def resolve_path(path: str | Path, root: Path | None) -> Path:
     return (bases[0] if bases else Path.cwd()) / p
 
 
+def find_extended(name: str | Path, extending: Path) -> Path | None:
+    """The experiment file that ``extending`` names in its ``extends:`` field, or None: next
+    to ``extending`` (so a colcon install, which copies configs/ whole, keeps working), else
+    under its root or Tether's data folders (``configs/experiments/x.yaml``), else a file
+    Tether ships under ``configs/experiments/`` (a project's experiment extends a shipped one
+    by its bare name)."""
+    p = Path(name).expanduser()
+    if p.is_absolute():
+        return p if p.is_file() else None
+    root = experiment_root(extending)
+    candidates = [extending.parent / p, root / p]
+    candidates += [base / p for base in data_dirs()]
+    candidates += [base / "configs" / "experiments" / p for base in data_dirs()]
+    return next((c.resolve() for c in candidates if c.is_file()), None)
+
+
 def find_given(path: str | Path) -> Path:
     """A file or folder named on a command line or in a launch argument (an experiment, a
     model folder): as given (absolute or from the current directory), else under Tether's

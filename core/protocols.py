@@ -91,3 +91,60 @@ class Policy(Protocol):
     def act(self, obs: Observation) -> ActionChunk: ...
     @property
     def contract(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class LearningView(Protocol):
+    """How a backend presents itself to a learner (tether.sim.make_env), when the generic view
+    (observation ``concat(state, env_state)``, actions linear on the spec's limits) is not
+    the natural one. A multirotor world implements it: features relative to each drone's task
+    reference, rotor speeds normalized around hover."""
+
+    def features(self, obs: Observation) -> np.ndarray:
+        """The learner's observation of ``obs``. Shape: (F,) float32."""
+        ...
+
+    def from_normalized(self, action: np.ndarray) -> np.ndarray:
+        """A normalized action (spec.action.dim,) in [-1, 1] (NaN -> 0, clipped) -> the
+        backend's action (spec.action.dim,) float64."""
+        ...
+
+
+@runtime_checkable
+class BatchedEnv(Protocol):
+    """A training simulator: N independent episodes of one reach-and-stay task (e.g. drones
+    hovering at a target) stepped by one call, finished episodes restarting in place. SI
+    units; observations float32, states float64. Trainers get one from the registry
+    ("backend" entries whose option ``protocol`` names this class), never by importing sim.
+    """
+
+    # episodes stepped per call
+    n: int
+    # seconds per step
+    control_dt: float
+    # steps in one full episode
+    episode_steps: int
+    # an episode succeeds when its last ``success_steps`` steps end within
+    # ``success_radius`` (m) of ``target`` (3,) m and it did not fail
+    success_steps: int
+    success_radius: float
+    target: np.ndarray
+    # the simulator state of every episode, shape (N, state_dim) float64 (a drone: 13)
+    state: np.ndarray
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Restart every episode (draws from the task's initial-state distribution).
+        Shape: (N, obs_dim) float32."""
+        ...
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Advance every episode one step with normalized actions (N, action_dim) in [-1, 1].
+
+        Returns obs (N, obs_dim) float32, reward (N,) float32, terminated (N,) bool (failed),
+        truncated (N,) bool (time limit) and info: ``distance`` (N,) m to the target before
+        any restart, ``final_obs`` (N, obs_dim) the observation before it, ``success`` (N,)
+        bool where truncated.
+        """
+        ...

@@ -13,28 +13,39 @@ sentence. The nodes come from tether_ros.graph.plan_graph, as for `tether up`.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from tether.core.config import load_config
+from tether.core.config import load_config, read_yaml
 from tether.core.errors import ConfigError
-from tether.core.paths import find_given
+from tether.core.paths import data_dirs, find_given
 from tether_ros.graph import graph_env, plan_graph
 
-# the experiment each robot runs when none is given
-ROBOT_EXPERIMENTS = {
-    "panda": "configs/experiments/panda_lift_mock.yaml",
-    "husky": "configs/experiments/husky_go_to_goal_mock.yaml",
-    "crazyflie": "configs/experiments/quad_mavlink_mock.yaml",
-}
 ARGS = {
-    "robot": ("panda", f"robot whose hardware experiment runs ({', '.join(ROBOT_EXPERIMENTS)})"),
+    "robot": ("panda", "robot whose hardware experiment runs (one with a hardware: section)"),
     "experiment": ("", "experiment YAML with a hardware: section (default: the robot's)"),
     "mock": ("true", "true: mock hardware with the driver's interface; false: the real device"),
 }
+
+
+def hardware_experiments() -> dict[str, Path]:
+    """Robot name -> the first (by file name) shipped experiment with a ``hardware:``
+    section that runs it, from configs/experiments of Tether's data folders: a new robot's
+    mock experiment is found without an edit here."""
+    found: dict[str, Path] = {}
+    for base in data_dirs():
+        for path in sorted((base / "configs" / "experiments").glob("*.yaml")):
+            try:
+                cfg = load_config(path) if "hardware" in read_yaml(path) else None
+            except ConfigError:
+                continue  # not this launch file's to report
+            if cfg is not None and cfg.hardware is not None:
+                found.setdefault(cfg.robot, path)
+    return found
 
 
 def hardware_overrides(mock: str) -> list[str]:
@@ -49,12 +60,13 @@ def _graph(context, *args, **kwargs):
     get = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
     experiment = get["experiment"]
     if not experiment:
-        if get["robot"] not in ROBOT_EXPERIMENTS:
+        known = hardware_experiments()
+        if get["robot"] not in known:
             raise ConfigError(
                 f"robot:={get['robot']}: no hardware experiment for it (known: "
-                f"{', '.join(ROBOT_EXPERIMENTS)}); pass experiment:=<yaml>"
+                f"{', '.join(known)}); pass experiment:=<yaml>"
             )
-        experiment = ROBOT_EXPERIMENTS[get["robot"]]
+        experiment = str(known[get["robot"]])
     # as given, else under the checkout or share/tether_ros (tether.core.paths)
     experiment = str(find_given(experiment))
     overrides = hardware_overrides(get["mock"])

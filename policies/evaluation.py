@@ -1,48 +1,42 @@
-"""Closed-loop evaluation of a checkpoint over N seeded episodes, in-process or over ROS 2.
+"""Closed-loop evaluation of a checkpoint or an exported model over N seeded episodes.
 
-Writes ``summary.json`` (``success_rate``, ``episodes``, per-episode results, latency) and an
-MP4 of the first episode. The experiment comes from the checkpoint's contract (the config it
-was trained with), its policy section replaced by the checkpoint's policy.
+This layer assembles the experiment an evaluation runs (the one the checkpoint was trained
+in, from its contract, its policy section replaced by the checkpoint's policy) and summarizes
+the results. Running the episodes needs a simulator or the ROS 2 graph, which sit beside or
+above the policies: the caller hands in an :class:`EpisodeRunner` as ``options.runner``
+(`tether eval` passes tether.cli.evaluate.run_evaluation), so nothing here imports them.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
-import yaml
-
-from tether.core.config import apply_overrides, parse_experiment
+from tether.core.config import apply_overrides
 from tether.core.errors import TetherError
-from tether.core.types import IMAGE_PREFIX, ActionChunk, Observation
 
 
-class FrameGrabber:
-    """Wraps a policy to keep the frames of one camera the loop hands it (for the MP4)."""
+class EpisodeRunner(Protocol):
+    """Runs an evaluation experiment: ``options.episodes`` episodes from seed
+    ``options.seed``, in-process or over ROS 2 (``options.ros``); writes summary.json under
+    ``options.out`` and returns that summary (:func:`summarize`). ``source`` names the file
+    the experiment came from, for error messages."""
 
-    def __init__(self, policy: Any, camera: str) -> None:
-        self.policy = policy
-        self.key = IMAGE_PREFIX + camera
-        self.frames: list[np.ndarray] = []
-        self.recording = True
+    def __call__(
+        self, experiment: dict[str, Any], checkpoint: Path, options: Any, source: str
+    ) -> dict[str, Any]: ...
 
-    def reset(self) -> None:
-        self.policy.reset()
 
-    def act(self, obs: Observation) -> ActionChunk:
-        img = obs.data.get(self.key)
-        if self.recording and img is not None and (not self.frames or img is not self.frames[-1]):
-            self.frames.append(img)
-        return self.policy.act(obs)
-
-    @property
-    def contract(self) -> dict[str, Any]:
-        c = dict(self.policy.contract)
-        keys = list(c.get("observation_keys", ["state"]))
-        c["observation_keys"] = keys if self.key in keys else [*keys, self.key]
-        return c
+def runner_of(options: Any) -> EpisodeRunner:
+    """The episode runner the caller handed in with the options."""
+    runner = getattr(options, "runner", None)
+    if runner is None:
+        raise TetherError(
+            "evaluation options carry no episode runner (options.runner); build them with "
+            "tether.cli.train.EvalOptions"
+        )
+    return runner
 
 
 def eval_experiment(checkpoint: Path, options: Any, policy: dict[str, Any]) -> dict[str, Any]:
@@ -91,10 +85,18 @@ def evaluate_model(model_dir: Path, options: Any) -> dict[str, Any]:
         )
     policy = {"type": "onnx", "model": str((model_dir / MODEL_FILE).resolve())}
     data = episode_experiment(experiment, options, policy)
-    return run_evaluation(data, model_dir, options, str(model_dir / "model.json"))
+    return runner_of(options)(data, model_dir, options, str(model_dir / "model.json"))
+
+
+def evaluate_checkpoint(checkpoint: Path, options: Any, policy: dict[str, Any]) -> dict[str, Any]:
+    """Run ``options.episodes`` episodes from seed ``options.seed``; returns the summary."""
+    data = eval_experiment(checkpoint, options, policy)
+    return runner_of(options)(data, checkpoint, options, str(checkpoint / "contract.json"))
 
 
 def summarize(name: str, results: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+    """The summary of an evaluation's episode results (each with ``success`` and optional
+    ``latency_ms``): counts, success rate, latency percentiles (ms), ``extra``, per episode."""
     from tether.core.timing import percentiles_ms
 
     lat = percentiles_ms([x for r in results for x in r.get("latency_ms", [])])
@@ -109,67 +111,3 @@ def summarize(name: str, results: list[dict[str, Any]], extra: dict[str, Any]) -
         **extra,
         "per_episode": [{k: v for k, v in r.items() if k != "latency_ms"} for r in results],
     }
-
-
-def evaluate_checkpoint(checkpoint: Path, options: Any, policy: dict[str, Any]) -> dict[str, Any]:
-    """Run ``options.episodes`` episodes from seed ``options.seed``; returns the summary."""
-    data = eval_experiment(checkpoint, options, policy)
-    return run_evaluation(data, checkpoint, options, str(checkpoint / "contract.json"))
-
-
-def run_evaluation(
-    data: dict[str, Any], checkpoint: Path, options: Any, source: str
-) -> dict[str, Any]:
-    """Run the evaluation experiment ``data`` in-process or over ROS 2; the summary."""
-    out = Path(options.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if options.ros:
-        from tether.cli.demo import run_demo
-
-        path = out / "experiment.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        run_demo(str(path), [], str(out), video=options.video)
-        return json.loads((out / "summary.json").read_text())
-    from tether.core.experiment import build_policy
-    from tether.sim.loop import run_local_episode
-    from tether.sim.runner import SimRunner
-
-    cfg = parse_experiment(data, source)
-    runner = SimRunner(cfg)
-    inner = build_policy(cfg, runner.spec)
-    cams = [c.name for c in runner.spec.cameras]
-    grab = FrameGrabber(inner, cams[0]) if options.video and cams else None
-    active = grab or inner
-    results = []
-    print(
-        f"tether eval: {options.episodes} episodes of {cfg.task.type} from seed {options.seed}, "
-        f"{cfg.policy.type} policy, in-process {cfg.sim.type} -> {out}"
-    )
-    for k in range(options.episodes):
-        r = run_local_episode(cfg, runner, active)
-        if grab is not None:
-            grab.recording = False
-        results.append(r)
-        print(
-            f"  episode {k} seed {r['seed']}: {'success' if r['success'] else 'failure'} "
-            f"({r['steps']} steps, {r['sim_time_s']:.2f} s)"
-        )
-    extra = {
-        "checkpoint": str(checkpoint),
-        "mode": "in-process",
-        "num_inference_steps": inner.contract.get("num_inference_steps"),
-        "inferences": getattr(inner, "inferences", None),
-    }
-    summary = summarize(cfg.name, results, extra)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    if grab is not None and grab.frames:
-        from tether.cli.report import write_mp4
-
-        fps = runner.spec.cameras[0].fps
-        write_mp4(grab.frames, out / "episode_000.mp4", fps=fps)
-    print(
-        f"success {summary['successes']}/{summary['episodes']} "
-        f"({100 * summary['success_rate']:.0f}%), policy latency p50 "
-        f"{summary['latency_ms']['p50']:.2f} ms, p99 {summary['latency_ms']['p99']:.2f} ms"
-    )
-    return summary

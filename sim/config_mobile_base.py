@@ -1,9 +1,12 @@
 """Sim settings that only mobile bases use: the 2D lidar and the wheel odometry. Light:
-pydantic only. They sit under ``sim.mobile_base`` of an experiment (any engine)."""
+pydantic only. They sit under ``sim.mobile_base`` of an experiment whose robot is a mobile
+base (any engine: the engines' mobile-base config classes add :class:`MobileBaseSimConfig`)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tether.sim.config_sim import TableSimConfig
 
 
 class LidarConfig(BaseModel):
@@ -42,3 +45,11 @@ class MobileBaseConfig(BaseModel):
     wheel_separation_multiplier: float | None = Field(None, gt=0)
     # ramp the commanded twist with the robot's published acceleration limits
     limit_acceleration: bool = True
+
+
+class MobileBaseSimConfig(TableSimConfig):
+    """An engine's sim section for a mobile base: the engine's fields plus ``mobile_base:``
+    (each engine's mobile-base config derives from it and from the engine's config)."""
+
+    # lidar and wheel odometry of the simulated base
+    mobile_base: MobileBaseConfig = Field(default_factory=MobileBaseConfig)

@@ -1,4 +1,8 @@
-"""Fields every arm-on-a-table simulator backend shares. Light: pydantic only."""
+"""Fields every engine's sim section shares, whatever the robot kind. Light: pydantic only.
+
+A kind's own settings (a drone world's ``quadrotor:``, a base's ``mobile_base:``) live in the
+config class of the engine's backend for that kind (registry "backend" entries), so an arm
+experiment that sets ``sim.quadrotor`` is an unknown-field error."""
 
 from __future__ import annotations
 
@@ -6,8 +10,6 @@ from pydantic import Field
 
 from tether.core.config import ComponentConfig
 from tether.core.spec import CameraSpec
-from tether.sim.config_mobile_base import MobileBaseConfig
-from tether.sim.quadrotor.config_quadrotor import QuadrotorConfig
 
 
 def default_cameras() -> list[CameraSpec]:
@@ -15,7 +17,7 @@ def default_cameras() -> list[CameraSpec]:
 
 
 class TableSimConfig(ComponentConfig):
-    """A robot on a table with task objects; subclasses set ``type``."""
+    """A robot in an engine's scene with task objects; subclasses set ``type``."""
 
     # control (action) rate in Hz; one step() holds an action for 1/control_hz seconds
     control_hz: float = Field(100.0, gt=0)
@@ -33,11 +35,3 @@ class TableSimConfig(ComponentConfig):
     reset_noise: float = Field(0.02, ge=0, le=0.5)
     # false: open the simulator's own window (needs a display); true: offscreen only
     headless: bool = True
-    # drone worlds only (robot kind quadcopter): action mode, drone count, aerodynamics
-    quadrotor: QuadrotorConfig = Field(default_factory=QuadrotorConfig)
-    # mobile bases only: lidar and wheel odometry (ignored for other robot kinds)
-    mobile_base: MobileBaseConfig = Field(default_factory=MobileBaseConfig)
-
-    def robot_options(self, kind: str) -> dict[str, object]:
-        """Extra keyword arguments of the robot spec factory for a robot of ``kind``."""
-        return self.quadrotor.robot_options() if kind == "quadcopter" else {}

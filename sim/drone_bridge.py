@@ -34,11 +34,12 @@ from tether.core.config import ExperimentConfig
 from tether.core.errors import ConfigError, InvalidCommand
 from tether.core.experiment import build_task
 from tether.core.protocols import SimBackend
+from tether.core.robot_kinds import GRAVITY, MultirotorDescription, QuadrotorParams
 from tether.core.safety import DroneSafety
 from tether.core.spec import ActionSpec
 from tether.core.types import Observation
+from tether.robots.crazyflie.robot import CRAZYFLIE, crazyflie_spec
 from tether.sim.quadrotor.control import CascadedPID
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, GRAVITY, QuadrotorParams, crazyflie_spec
 from tether.sim.quadrotor.dynamics import quat_rotate_inverse, quat_yaw
 
 Phase = Literal["off", "takeoff", "hover", "command", "landing", "emergency"]
@@ -108,10 +109,17 @@ class DroneFleet:
         cfg: ExperimentConfig,
         backend: SimBackend | None = None,
         task: Any = None,
-        params: QuadrotorParams = CRAZYFLIE,
+        params: QuadrotorParams | None = None,
     ) -> None:
         self.cfg = cfg
         self.dcfg = cfg.drones
+        if params is None:
+            desc = registry.load("robot", cfg.robot)
+            if not isinstance(desc, MultirotorDescription):
+                raise ConfigError(
+                    f"the drone bridge flies multirotors; robot '{cfg.robot}' is a {desc.kind}"
+                )
+            params = desc.params
         self.params = params
         if backend is None:
             task = task if task is not None else build_task(cfg)

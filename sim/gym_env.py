@@ -1,14 +1,13 @@
 """``make_env``: a ``gymnasium.Env`` over any SimBackend + Task (what SB3 trains on).
 
-Spaces, for a backend whose spec is ``spec`` (robot kind quadcopter, N drones):
-    observation  Box (18 N,) float32: per drone BatchedHoverEnv.observe()'s layout relative
-                 to the drone's task reference (position - target (3, m), rotation matrix
-                 world-from-body row-major (9), linear velocity (3, m/s, world), angular
-                 velocity (3, rad/s, body)), drone by drone
-    action       Box [-1, 1]^(4 N) float32; ``rotor_rpm``: rpm = hover_rpm (1 + 0.5 a) as
-                 BatchedHoverEnv.action_to_rpm; other modes: linear onto the spec's
+Spaces, for a backend whose spec is ``spec``:
+    observation  Box (F,) float32: the backend's ``features(obs)`` when it is a
+                 ``LearningView`` (tether.core.protocols; a drone world: BatchedHoverEnv's
+                 observation drone by drone), else concat(state, env_state)
+    action       Box [-1, 1]^(spec.action.dim) float32, mapped by the backend's
+                 ``from_normalized`` when it is a LearningView (a drone world in
+                 ``rotor_rpm``: rpm = hover_rpm (1 + 0.5 a)), else linearly onto the spec's
                  [low, high]. NaN -> 0, clipped to [-1, 1] before reaching the backend.
-Other robots: observation = concat(state, env_state), action linear onto [low, high].
 Episode: ``terminated`` = the task's ``failed`` (a crash), or success where success ends the
 episode (``task.success_terminates``, true for arm tasks); ``truncated`` = the task's time
 limit. ``info["is_success"]`` is the task's success at that step.
@@ -26,8 +25,7 @@ from tether.core import registry
 from tether.core.config import ComponentConfig, ExperimentConfig, load_config
 from tether.core.errors import ConfigError
 from tether.core.experiment import build_task, max_episode_steps
-from tether.core.protocols import SimBackend
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE
+from tether.core.protocols import LearningView, SimBackend
 
 
 class TetherEnv(gym.Env):  # type: ignore[misc]
@@ -44,13 +42,10 @@ class TetherEnv(gym.Env):  # type: ignore[misc]
         self.max_steps = max_steps
         self.render_mode = render_mode
         spec = backend.spec
-        self.quad = spec.kind == "quadcopter"
-        self.num_drones = spec.action.dim // 4 if self.quad else 1
+        # the backend's own view for learners, when it has one (a drone world)
+        self._view = backend if isinstance(backend, LearningView) else None
         self._low = spec.action.low_array().astype(np.float64)
         self._high = spec.action.high_array().astype(np.float64)
-        params = getattr(backend, "params", None) or CRAZYFLIE
-        self._hover_rpm = float(params.hover_rpm)
-        self._rpm = self.quad and spec.action.mode == "rotor_rpm"
         self._success_terminates = bool(getattr(task, "success_terminates", True))
         dim = spec.action.dim
         self.action_space = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
@@ -60,21 +55,15 @@ class TetherEnv(gym.Env):  # type: ignore[misc]
         self.metadata = {**self.metadata, "render_fps": spec.control_hz}
 
     def _observation(self, obs: Any) -> np.ndarray:
-        if self.quad:
-            return quad_observation(obs["state"], obs["env_state"], self.num_drones)
+        if self._view is not None:
+            return self._view.features(obs)
         parts = [obs["state"], obs["env_state"]] if "env_state" in obs else [obs["state"]]
         return np.concatenate(parts).astype(np.float32)
 
     def to_backend_action(self, action: np.ndarray) -> np.ndarray:
         """Normalized action (dim,) in [-1, 1] -> the backend's action (dim,) float64."""
-        if self._rpm:
-            # batched_env.action_to_rpm's arithmetic in floats (numpy's per-call cost would
-            # be most of this wrapper's): NaN -> 0, clip to [-1, 1], hover (1 + 0.5 a)
-            h = self._hover_rpm
-            vals = np.asarray(action).tolist()
-            return np.array(
-                [h if v != v else h * (1.0 + 0.5 * min(max(v, -1.0), 1.0)) for v in vals]
-            )
+        if self._view is not None:
+            return self._view.from_normalized(action)
         a = np.clip(np.nan_to_num(np.asarray(action, np.float64), nan=0.0), -1.0, 1.0)
         return self._low + (a + 1.0) * 0.5 * (self._high - self._low)
 
@@ -107,33 +96,6 @@ class TetherEnv(gym.Env):  # type: ignore[misc]
         self.backend.close()
 
 
-def quad_observation(state: np.ndarray, env_state: np.ndarray, n: int) -> np.ndarray:
-    """``batched_env.hover_observation`` of N drones' states (13 N,) relative to their
-    targets (env_state (7 N,)), flat (18 N,) float32; the same arithmetic in floats, since
-    numpy's per-call cost dominates at a few drones."""
-    st, env = state.tolist(), env_state.tolist()
-    out: list[float] = []
-    for i in range(n):
-        s, t = st[13 * i : 13 * i + 13], env[7 * i : 7 * i + 3]
-        w, x, y, z = s[3], s[4], s[5], s[6]
-        out += (
-            s[0] - t[0],
-            s[1] - t[1],
-            s[2] - t[2],
-            1 - 2 * (y * y + z * z),
-            2 * (x * y - w * z),
-            2 * (x * z + w * y),
-            2 * (x * y + w * z),
-            1 - 2 * (x * x + z * z),
-            2 * (y * z - w * x),
-            2 * (x * z - w * y),
-            2 * (y * z + w * x),
-            1 - 2 * (x * x + y * y),
-        )
-        out += s[7:13]
-    return np.array(out, dtype=np.float32)
-
-
 def make_env(
     source: ExperimentConfig | str | Path | ComponentConfig,
     backend: SimBackend | None = None,
@@ -142,11 +104,11 @@ def make_env(
     render_mode: str | None = None,
 ) -> TetherEnv:
     """A gymnasium.Env for an experiment (config, or YAML path + dotted ``overrides``), or for
-    a task config on a given quadrotor ``backend``.
+    a task config on a given ``backend`` that can swap its task (``set_task``: drone worlds).
 
     ``backend``: use this backend instead of building ``source.sim``; with an experiment it
     must have been built with the experiment's task, with a task config the task is
-    attached to it (drone backends only). The env owns the backend: ``close()`` closes it.
+    attached to it. The env owns the backend: ``close()`` closes it.
     """
     if isinstance(source, str | Path):
         source = load_config(source, overrides)
@@ -160,8 +122,8 @@ def make_env(
     elif isinstance(source, ComponentConfig):
         if backend is None or not hasattr(backend, "set_task"):
             raise ConfigError(
-                "make_env(task_config, backend) needs a quadrotor backend; for other robots "
-                "pass an experiment config"
+                "make_env(task_config, backend) needs a backend that can swap its task "
+                "(set_task: drone worlds); for other robots pass an experiment config"
             )
         task = registry.build("task", source)
         backend.set_task(task)  # type: ignore[attr-defined]

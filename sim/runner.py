@@ -15,6 +15,7 @@ from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand, StaleCommand
 from tether.core.experiment import build_task, max_episode_steps
 from tether.core.protocols import SimBackend
+from tether.core.robot import ArmDescription
 from tether.core.safety import ForwardKinematics, SafetyFilter
 from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.timing import LatencyTracker, now_ns
@@ -25,13 +26,16 @@ ODOM_POSE = ("odom_x", "odom_y", "odom_yaw")
 
 
 def workspace_fk(spec: RobotSpec) -> ForwardKinematics | None:
-    """End-effector position (3,) m, robot base frame, of a position-mode action, for the
-    safety filter's workspace box; None for robots without a kinematic model here."""
-    if spec.name == "panda":
-        from tether.sim.robots import panda_kinematics
-
-        return lambda a: panda_kinematics.fk(np.asarray(a, np.float64)[:7])[0]
-    return None
+    """End-effector position (3,) m, robot base frame, of a joint-position action, for the
+    safety filter's workspace box: the TCP of the robot's kinematic chain (every arm's
+    description has one); None for a robot without a chain or another action mode."""
+    if spec.action.mode != "joint_position" or spec.name not in registry.available("robot"):
+        return None
+    desc = registry.load("robot", spec.name)
+    if not isinstance(desc, ArmDescription):
+        return None
+    kin, n = desc.kinematics, desc.dof
+    return lambda a: kin.fk(np.asarray(a, np.float64)[:n])[0]
 
 
 class SimRunner:

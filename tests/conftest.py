@@ -21,9 +21,9 @@ def repo() -> Path:
 
 @pytest.fixture
 def panda():
-    from tether.sim.robots.panda import panda_spec
+    from tether.core import registry
 
-    return panda_spec(control_hz=100.0)
+    return registry.load("robot", "panda").spec(control_hz=100.0)
 
 
 # Every test session gets its own DDS domain, so concurrent runs (or stray nodes) on this

@@ -24,7 +24,7 @@ CLAIM = re.compile(
 )
 # a file in the repository that proves or defines the number
 SOURCE = re.compile(
-    r"((?:tests|benchmarks|sim|core|policies|hardware|configs|models|ros2_ws)/[\w./\-]+"
+    r"((?:tests|benchmarks|sim|core|robots|policies|hardware|configs|models|ros2_ws)/[\w./\-]+"
     r"\.(?:py|json|yaml|xml|urdf))"
 )
 

@@ -34,12 +34,30 @@ class MockArmConfig(BaseModel):
     max_acceleration: float = Field(10.0, gt=0)
     # gain (1/s) of the tracking loop: velocity command per unit of position error
     tracking_gain: float = Field(30.0, gt=0)
-    # state names that mirror another joint (a Panda's second finger follows the first)
-    mirror: dict[str, str] = Field(
-        default_factory=lambda: {"panda_finger_joint2": "panda_finger_joint1"}
-    )
-    # start position per joint; joints not named start at the middle of their range
+    # state names that mirror another joint; None: every state name that is not an action
+    # element follows the action's last element (an arm's extra finger joints follow the
+    # gripper opening: action = arm joints + first finger, state = arm joints + every finger)
+    mirror: dict[str, str] | None = None
+    # start position per joint; joints not named start at the robot description's home pose
+    # (an arm's ready pose and gripper opening), or the middle of their range without one
     initial: dict[str, float] = Field(default_factory=dict)
+
+
+def _home(spec: RobotSpec) -> dict[str, float]:
+    """The registered robot's home pose by action name (arm joints, then the gripper
+    opening); empty for a robot without one."""
+    from tether.core import registry
+    from tether.core.errors import ConfigError
+
+    try:
+        desc = registry.load("robot", spec.name)
+    except ConfigError:
+        return {}
+    home = getattr(desc, "home", None)
+    gripper = getattr(desc, "gripper", None)
+    if home is None or gripper is None:
+        return {}
+    return dict(zip(spec.action.names, (*home, gripper.home), strict=False))
 
 
 class MockArm:
@@ -73,8 +91,13 @@ class MockArm:
         self.vmax = np.array([j.max_velocity for j in js])
         self.amax = self.cfg.max_acceleration
         self._index = {n: i for i, n in enumerate(spec.action.names)}
+        if self.cfg.mirror is not None:
+            self.mirror = dict(self.cfg.mirror)
+        else:
+            last = spec.action.names[-1]
+            self.mirror = {n: last for n in spec.state_names if n not in self._index}
         for name in spec.state_names:
-            src = self.cfg.mirror.get(name, name)
+            src = self.mirror.get(name, name)
             if src not in self._index:
                 raise TetherError(f"the mock arm cannot report state '{name}'")
         self._connected = False
@@ -89,8 +112,9 @@ class MockArm:
     # ---- Robot ------------------------------------------------------------------------
 
     def connect(self) -> None:
+        start = {**_home(self.spec), **self.cfg.initial}
         mid = (self.lower + self.upper) / 2
-        init = [self.cfg.initial.get(n, mid[i]) for i, n in enumerate(self.spec.action.names)]
+        init = [start.get(n, mid[i]) for i, n in enumerate(self.spec.action.names)]
         self.q = np.clip(np.asarray(init, dtype=np.float64), self.lower, self.upper)
         self.v = np.zeros_like(self.q)
         self._t = self.clock()
@@ -109,7 +133,7 @@ class MockArm:
         self._advance()
         q = {n: self.q[i] for n, i in self._index.items()}
         v = {n: self.v[i] for n, i in self._index.items()}
-        names = [self.cfg.mirror.get(n, n) for n in self.spec.state_names]
+        names = [self.mirror.get(n, n) for n in self.spec.state_names]
         return Observation(
             {
                 "state": np.array([q[n] for n in names], dtype=np.float32),

@@ -3,7 +3,7 @@
 moves as a unicycle, and the wheel encoders and odometry follow from the wheel speeds.
 
 Defaults are a Clearpath Husky's (track 0.5708 m, wheel radius 0.17775 m, 3 m/s^2 and
-6 rad/s^2); its state has the layout of ``husky_spec`` (tether.sim.robots.husky). Time comes
+6 rad/s^2); its state has the layout of ``husky_spec`` (tether.robots.husky.robot). Time comes
 from a clock and the state is integrated lazily, as in MockArm.
 """
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tether.core import registry
 from tether.core.config import HardwareConfig
 from tether.core.errors import ConfigError
 from tether.core.spec import RobotSpec
@@ -43,31 +44,27 @@ def mock_autopilot_url(client_url: str) -> str:
     return f"udpin:{addr}"
 
 
-def build_robot(hw: HardwareConfig, spec: RobotSpec, node: Any = None) -> Any:
-    """The Robot for ``hw.type``; ROS-side ones (jtc_arm, twist_base) create their topics on
-    ``node``. Not yet connected."""
-    if hw.type == "jtc_arm":
-        from tether.hardware.robots.jtc_arm import JtcArm
+def build_robot(hw: HardwareConfig, spec: RobotSpec | None, node: Any = None) -> Any:
+    """The Robot for ``hw.type`` (a registered hardware type); ROS-side ones (jtc_arm,
+    twist_base) create their topics on ``node``. Not yet connected."""
+    return registry.load("hardware", hw.type)(hw, spec, node)
 
-        return JtcArm(
-            node, spec, hw.controller, hw.joints, hw.driver_namespace, hw.connect_timeout_s
+
+def build_mavlink(hw: HardwareConfig, spec: RobotSpec | None, node: Any = None) -> Any:
+    """A PX4 / ArduPilot vehicle over pymavlink (``hardware.device``: MavlinkConfig)."""
+    from tether.hardware.mavlink.config_mavlink import MavlinkConfig
+    from tether.hardware.robots.drones import MavlinkDrone
+
+    return MavlinkDrone(device_config(MavlinkConfig, hw), hw.control_hz)
+
+
+def build_crazyflie(hw: HardwareConfig, spec: RobotSpec | None, node: Any = None) -> Any:
+    """A Crazyflie over a Crazyradio (``hardware.device``: CrazyflieConfig)."""
+    from tether.hardware.crazyflie import CrazyflieConfig
+    from tether.hardware.robots.drones import CrazyflieDrone
+
+    if hw.mock:
+        raise ConfigError(
+            "hardware.mock: there is no mock Crazyflie (fly the simulator: sim.type=pybullet)"
         )
-    if hw.type == "twist_base":
-        from tether.hardware.robots.twist_base import TwistBase
-
-        return TwistBase(node, spec, hw.driver_namespace, hw.connect_timeout_s)
-    if hw.type == "mavlink":
-        from tether.hardware.mavlink.config_mavlink import MavlinkConfig
-        from tether.hardware.robots.drones import MavlinkDrone
-
-        return MavlinkDrone(device_config(MavlinkConfig, hw), hw.control_hz)
-    if hw.type == "crazyflie":
-        from tether.hardware.crazyflie import CrazyflieConfig
-        from tether.hardware.robots.drones import CrazyflieDrone
-
-        if hw.mock:
-            raise ConfigError(
-                "hardware.mock: there is no mock Crazyflie (fly the simulator: sim.type=pybullet)"
-            )
-        return CrazyflieDrone(device_config(CrazyflieConfig, hw), hw.control_hz)
-    raise ConfigError(f"hardware.type: unknown '{hw.type}'")  # pragma: no cover - Literal
+    return CrazyflieDrone(device_config(CrazyflieConfig, hw), hw.control_hz)

@@ -7,7 +7,9 @@
 - mobile base: a body-frame Twist (x forward, yaw), optionally holonomic (y).
 - drone: a body-frame velocity setpoint Twist (x, y, z, yaw rate).
 
-Kinematics are passed in (``jacobian``), so this module never imports a simulator.
+Kinematics are passed in (``jacobian``), or come from the arm's description
+(``ArmMapper.for_arm``: its chain, limits and gripper), so this module never imports a
+simulator and works for every arm.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tether.hardware.teleop.command import TeleopCommand
+
+if TYPE_CHECKING:
+    from tether.core.robot import ArmDescription
 
 # jacobian(q (n,)) -> (J (6, n) rows linear then angular, TCP position (3,), rotation (3, 3))
 JacobianFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -129,6 +135,26 @@ class ArmMapper:
         self.leash = leash
         self.n = len(self.lower)
         self.reset()
+
+    @classmethod
+    def for_arm(
+        cls, robot: ArmDescription, dt: float, joint_speed_scale: float = 1.0, **options: Any
+    ) -> ArmMapper:
+        """The mapper of an arm from its description: its chain's Jacobian, joint limits,
+        ``joint_speed_scale`` x its joint velocity limits, and its gripper (range and speed).
+        ``options``: the other keyword arguments of ``__init__`` (speeds, leash, ...)."""
+        g = robot.gripper
+        vmax = np.array([j.max_velocity for j in robot.joints], dtype=np.float64)
+        return cls(
+            robot.kinematics.jacobian,
+            robot.lower,
+            robot.upper,
+            vmax * joint_speed_scale,
+            dt,
+            gripper_range=(g.lower, g.upper),
+            gripper_speed=g.max_velocity * joint_speed_scale,
+            **options,
+        )
 
     def reset(self) -> None:
         """Forget the commanded state: the next ``step`` starts from the measurement."""

@@ -2,8 +2,8 @@
 
 Each iteration rolls ``num_drones`` drones ``horizon`` control steps forward with the
 deterministic policy in ``DiffQuadrotor``, and follows the exact gradient of their summed
-cost (distance to the target, speed, body rates, motor effort: the negated reward of
-``BatchedHoverEnv``) with Adam. Drones carry their state from one iteration to the next
+cost (distance to the target, speed, body rates, motor effort: the negated reward of the
+batched hover simulator) with Adam. Drones carry their state from one iteration to the next
 (truncated backpropagation through time) and restart from the documented initial-state
 distribution after ``episode_s`` or when they leave the 2 m ball.
 
@@ -24,11 +24,10 @@ import numpy as np
 import torch
 
 from tether.policies.quad.batched_eval import evaluate_batched
-from tether.policies.quad.coarse_env import CoarseHoverEnv
 from tether.policies.quad.config_quad import BatchedConfig, QuadHoverTrainConfig
 from tether.policies.quad.diff_sim import DiffQuadrotor
 from tether.policies.quad.model import HoverActor, hover_features
-from tether.sim.quadrotor.batched_env import TARGET, BatchedHoverEnv
+from tether.policies.quad.simulators import hover_env
 
 SETTLE_S = 5.0  # the success rule's time to reach the 10 cm ball
 
@@ -64,13 +63,15 @@ def rollout_cost(
     rpm: torch.Tensor,
     horizon: int,
     p: BatchedConfig,
+    target_pos: tuple[float, float, float] = (0.0, 0.0, 1.0),
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Roll ``horizon`` steps from states s (B, 13) and rotor speeds rpm (B, 4).
+    """Roll ``horizon`` steps from states s (B, 13) and rotor speeds rpm (B, 4) towards
+    ``target_pos`` (m, the hover task's target).
 
     Returns the mean cost per step and drone (differentiable), the final states and rotor
     speeds, and the distances to the target (horizon, B) m (detached).
     """
-    target = torch.tensor(TARGET, dtype=torch.float32)
+    target = torch.tensor(target_pos, dtype=torch.float32)
     hover_rpm = sim.params.hover_rpm
     loss = torch.zeros(())
     dists = []
@@ -115,8 +116,11 @@ def train_apg(
     sim = DiffQuadrotor()
     hover_rpm = sim.params.hover_rpm
     n, horizon = p.num_envs, p.horizon
-    sampler = BatchedHoverEnv(n, seed=seed)
+    # draws fresh drones from the task's initial-state distribution
+    sampler = hover_env(n, seed=seed)
     sampler.reset()
+    tx, ty, tz = (float(x) for x in sampler.target)
+    target_pos = (tx, ty, tz)
     s = torch.from_numpy(sampler.state.astype(np.float32))
     rpm = torch.full((n, 4), hover_rpm)
     episode_steps = round(p.episode_s / sim.dt)
@@ -129,7 +133,7 @@ def train_apg(
     last_eval = -p.eval_every
     recent_reached = recent_timeouts = 0.0
     while True:
-        loss, s, rpm, d = rollout_cost(model, sim, s.detach(), rpm.detach(), horizon, p)
+        loss, s, rpm, d = rollout_cost(model, sim, s.detach(), rpm.detach(), horizon, p, target_pos)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.actor.parameters(), p.max_grad_norm)
@@ -168,7 +172,7 @@ def train_apg(
             last_eval = state.updates
             res = evaluate_batched(
                 deterministic_policy(model),
-                CoarseHoverEnv(cfg.eval_drones, seed=cfg.seed + 7),
+                hover_env(cfg.eval_drones, coarse=True, seed=cfg.seed + 7),
                 seed=cfg.seed + 7,
                 give_up_below=cfg.success_target,
             )

@@ -1,4 +1,4 @@
-"""Success of a hover policy on N drones of a numpy batched env (one 15 s episode each)."""
+"""Success of a hover policy on N drones of a batched simulator (one 15 s episode each)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tether.sim.quadrotor.batched_env import BatchedHoverEnv, hover_success
+from tether.core.protocols import BatchedEnv
 
 # obs (N, 18) float32 -> normalized actions (N, 4)
 BatchPolicy = Callable[[np.ndarray], np.ndarray]
@@ -15,7 +15,7 @@ BatchPolicy = Callable[[np.ndarray], np.ndarray]
 
 def evaluate_batched(
     act: BatchPolicy,
-    env: BatchedHoverEnv,
+    env: BatchedEnv,
     seed: int = 0,
     *,
     give_up_below: float | None = None,
@@ -23,14 +23,15 @@ def evaluate_batched(
 ) -> dict[str, Any]:
     """Run one episode of ``env.episode_steps`` control steps on every drone of ``env``.
 
-    A drone succeeds when it never crashes and ``hover_success`` holds (within 10 cm for the
-    last 10 s). ``give_up_below``: stop early once fewer than that fraction can still
-    succeed; ``success_rate`` is then that fraction, an upper bound (``gave_up_at_s`` is
-    set). ``keep_traces``: return the positions (T, k, 3) m of the first k drones.
+    A drone succeeds when it never crashes and stays within ``env.success_radius`` (10 cm)
+    for the last ``env.success_steps`` steps (10 s). ``give_up_below``: stop early once
+    fewer than that fraction can still succeed; ``success_rate`` is then that fraction, an
+    upper bound (``gave_up_at_s`` is set). ``keep_traces``: return the positions (T, k, 3) m of the first k drones.
     """
     obs = env.reset(seed)
     n, steps = env.n, env.episode_steps
     window = env.success_steps
+    radius = env.success_radius
     dist = np.zeros((steps, n), dtype=np.float32)
     alive = np.ones(n, dtype=bool)
     traces = np.zeros((steps, keep_traces, 3), dtype=np.float32)
@@ -44,7 +45,7 @@ def evaluate_batched(
             traces[t] = info["final_obs"][:keep_traces, 0:3] + env.target
         if give_up_below is not None and t >= steps - window:
             # drones outside the ball during the success window can no longer succeed
-            possible = alive & np.all(dist[steps - window : t + 1] <= 0.1, axis=0)
+            possible = alive & np.all(dist[steps - window : t + 1] <= radius, axis=0)
             possible_rate = float(possible.mean())
             if possible_rate < give_up_below:
                 done_steps = t + 1
@@ -52,7 +53,8 @@ def evaluate_batched(
     if done_steps < steps:
         success_rate = possible_rate  # at most this many could still have succeeded
     else:
-        success_rate = float((alive & hover_success(dist, env.control_dt)).mean())
+        held = np.all(dist[-window:] <= radius, axis=0) if steps >= window else False
+        success_rate = float((alive & held).mean())
     final = dist[done_steps - 1]
     out: dict[str, Any] = {
         "drones": n,

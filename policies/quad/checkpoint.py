@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 
 from tether.core.errors import TetherError
 from tether.policies.quad.model import ACTION_DIM, OBS_DIM, HoverActor
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, STATE_NAMES
+from tether.robots.crazyflie.robot import CRAZYFLIE, STATE_NAMES
 
 TRAINER = "quad_hover"
 MODEL = "model.safetensors"

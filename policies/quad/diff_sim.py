@@ -1,7 +1,7 @@
 """A differentiable torch model of the Crazyflie for analytic policy gradients.
 
-The rigid body of ``tether.sim.quadrotor.dynamics`` (thrust, rotor reaction torques, drag,
-Euler's equations, quaternion kinematics) and its exact first-order motor lag, one
+The rigid body of the numpy reference model (thrust, rotor reaction torques, drag, Euler's
+equations, quaternion kinematics) and its exact first-order motor lag, one
 semi-implicit Euler step per 10 ms control step; ground effect (< 0.2 % of thrust above
 0.5 m) is left out. It only has to give useful gradients: policies trained through it are
 judged on the numpy RK4 model, PyBullet and MuJoCo. A test bounds its gap to the numpy model.
@@ -16,7 +16,8 @@ import math
 
 import torch
 
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, GRAVITY, QuadrotorParams
+from tether.core.robot_kinds import GRAVITY, QuadrotorParams
+from tether.robots.crazyflie.robot import CRAZYFLIE
 
 
 class DiffQuadrotor:

@@ -1,7 +1,8 @@
 """Evaluate a hover policy from the documented initial-state distribution.
 
 ``batched``: N drones at once in the numpy simulator (2 ms RK4 physics, the reference
-model); ``pybullet`` / ``mujoco``: full physics through ``tether.sim.make_env``, one
+model); ``pybullet`` / ``mujoco``: full physics through the gymnasium view of the
+experiment (``simulators.engine_env``), one
 episode per seed (``seed + k``), the same distribution and success rule (docs/quadrotor.md).
 Writes ``summary.json`` and ``trajectories.png`` (distance to the target over time).
 """
@@ -19,7 +20,7 @@ import numpy as np
 from tether.core.errors import TetherError
 from tether.policies.quad.batched_eval import evaluate_batched
 from tether.policies.quad.model import HoverActor
-from tether.sim.quadrotor.batched_env import BatchedHoverEnv
+from tether.policies.quad.simulators import engine_env, hover_env
 
 SIMS = ("batched", "pybullet", "mujoco")
 DEFAULT_EXPERIMENT = "configs/experiments/quad_hover.yaml"
@@ -51,15 +52,14 @@ def evaluate_engine(
     seed: int,
     experiment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Episodes of the ``hover`` task in PyBullet or MuJoCo through ``make_env``."""
+    """Episodes of the ``hover`` task in PyBullet or MuJoCo through ``engine_env``."""
     from tether.core.config import apply_overrides, parse_experiment, read_yaml
-    from tether.sim import make_env
 
     data = experiment if experiment is not None else read_yaml(DEFAULT_EXPERIMENT)
     data = apply_overrides(data, [f"sim.type={sim}", "sim.cameras=[]", "task.type=hover"])
     data.pop("train", None)
     cfg = parse_experiment(data, f"{sim} evaluation")
-    env = make_env(cfg)
+    env = engine_env(cfg)
     successes, crashes, finals, traces = [], [], [], []
     try:
         for k in range(episodes):
@@ -110,7 +110,7 @@ def evaluate_policy(
         )
     start = time.perf_counter()
     if sim == "batched":
-        env = BatchedHoverEnv(episodes, seed=seed)
+        env = hover_env(episodes, seed=seed)
         res = evaluate_batched(act, env, seed=seed, keep_traces=min(episodes, 50))
         traces = res.pop("traces")
         res.pop("time_s")

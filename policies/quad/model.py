@@ -1,6 +1,6 @@
 """The hover actor-critic (torch) and its export module (raw state in, rotor rpm out).
 
-Features (18, the observation of ``tether.sim.quadrotor.batched_env``): position - target
+Features (18, the observation of the batched hover simulator): position - target
 (m), world-from-body rotation matrix row-major, linear velocity (m/s, world), angular
 velocity (rad/s, body). The networks see them multiplied by ``FEATURE_SCALE``. Actions are
 normalized: rpm_i = hover_rpm * (1 + 0.5 a_i), a_i in [-1, 1].
@@ -13,7 +13,8 @@ import math
 import torch
 from torch import nn
 
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, QuadrotorParams
+from tether.core.robot_kinds import QuadrotorParams
+from tether.robots.crazyflie.robot import CRAZYFLIE
 
 OBS_DIM = 18
 ACTION_DIM = 4

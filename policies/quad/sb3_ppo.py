@@ -1,4 +1,4 @@
-"""Path (a): Stable-Baselines3 PPO on vectorized PyBullet envs (``tether.sim.make_env``).
+"""Path (a): Stable-Baselines3 PPO on vectorized PyBullet envs (``simulators.engine_env``).
 
 The recipe most users know, for comparison with the batched path. SB3 saves with pickle, so
 ``model.save`` is never called: the actor's weights are copied into a ``HoverActor`` and
@@ -23,10 +23,10 @@ from torch import nn
 from tether.core.config import dump_config
 from tether.policies.quad.batched_eval import evaluate_batched
 from tether.policies.quad.checkpoint import load_policy, save_checkpoint
-from tether.policies.quad.coarse_env import CoarseHoverEnv
 from tether.policies.quad.config_quad import QuadHoverTrainConfig
 from tether.policies.quad.evaluate import numpy_policy
 from tether.policies.quad.model import HoverActor
+from tether.policies.quad.simulators import engine_env, hover_env
 
 
 def _env_factory(experiment: dict[str, Any], alive_bonus: float) -> Any:
@@ -34,7 +34,6 @@ def _env_factory(experiment: dict[str, Any], alive_bonus: float) -> Any:
         import gymnasium as gym
 
         from tether.core.config import parse_experiment
-        from tether.sim import make_env
 
         class AliveBonus(gym.RewardWrapper):  # type: ignore[misc]
             """The hover reward (1 - distance - ...) turns negative far from the target,
@@ -43,7 +42,7 @@ def _env_factory(experiment: dict[str, Any], alive_bonus: float) -> Any:
             def reward(self, reward: Any) -> float:
                 return max(0.0, float(reward) + alive_bonus)
 
-        return AliveBonus(make_env(parse_experiment(experiment, "sb3 env")))
+        return AliveBonus(engine_env(parse_experiment(experiment, "sb3 env")))
 
     return make
 
@@ -142,7 +141,7 @@ def train_sb3(cfg: Any, out: Path, resume: bool) -> dict[str, Any]:
                 actor = actor_from_sb3(self.model.policy, tcfg.hidden)
                 res = evaluate_batched(
                     numpy_policy(actor),
-                    CoarseHoverEnv(tcfg.eval_drones, seed=tcfg.seed + 7),
+                    hover_env(tcfg.eval_drones, coarse=True, seed=tcfg.seed + 7),
                     seed=tcfg.seed + 7,
                     give_up_below=tcfg.success_target,
                 )

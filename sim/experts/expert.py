@@ -1,5 +1,6 @@
-"""A scripted expert for the Panda reach and lift tasks: Cartesian waypoints followed with
-numpy damped-least-squares IK.
+"""A scripted expert for the arm tasks reach and lift: Cartesian waypoints followed with
+numpy damped-least-squares IK on the robot's kinematic chain, so it drives any arm that has a
+description (tether.core.robot.ArmDescription): its chain, home pose, gripper and grasp height.
 
 It reads only ``obs["state"]`` (joint positions) and ``obs["env_state"]`` (task object poses)
 and the observation stamp, so it runs in another process than the simulator (over ROS 2).
@@ -14,22 +15,27 @@ from typing import Any
 
 import numpy as np
 
+from tether.core import registry
 from tether.core.config import ComponentConfig
 from tether.core.errors import ConfigError
+from tether.core.kinematics import down_rotation
+from tether.core.robot import ArmDescription
 from tether.core.spec import RobotSpec
 from tether.core.types import ActionChunk, Observation
 from tether.sim.experts.config_expert import ScriptedExpertConfig
-from tether.sim.robots import panda_kinematics as kin
-from tether.sim.robots.panda import FINGER_RANGE, HOME_ARM
+from tether.sim.scene import CUBE_HALF
 
-OPEN, CLOSED = FINGER_RANGE[1], FINGER_RANGE[0]
 # a commanded/measured joint gap (rad) larger than this means the robot was moved under us
 # (reset, e-stop, teleop): restart from the measured state
 RESYNC_GAP = 0.3
 # keep commands this far (rad) inside the joint limits
 LIMIT_MARGIN = 0.02
-# finger opening (m, each) below which the fingers closed on nothing (cube half-size 0.025)
-MISSED_GRASP = 0.012
+# the fingers closed on nothing when their opening (m, each) falls below this fraction of
+# the way from closed to the cube's half-width (holding the cube, each finger is open by
+# about the half-width): 0.012 m for a gripper that closes to 0
+MISSED_GRASP_FRACTION = 0.48
+# fingers within this (m) of fully open count as open
+OPEN_TOLERANCE = 0.005
 
 
 def _cube_yaw(quat: np.ndarray) -> float:
@@ -39,37 +45,64 @@ def _cube_yaw(quat: np.ndarray) -> float:
     return (yaw + math.pi / 4) % (math.pi / 2) - math.pi / 4
 
 
+def arm_description(spec: RobotSpec) -> ArmDescription:
+    """The registered description of the arm ``spec`` is for; ConfigError if it is none."""
+    desc = registry.load("robot", spec.name)
+    if not isinstance(desc, ArmDescription):
+        raise ConfigError(
+            f"the scripted expert drives arms; robot '{spec.name}' is a {desc.kind} "
+            "(use its kind's expert)"
+        )
+    expected = (*desc.arm_joints, desc.gripper.joints[0])
+    if tuple(spec.action.names) != expected:
+        raise ConfigError(
+            f"the scripted expert needs robot '{spec.name}''s arm action {list(expected)}, "
+            f"got {list(spec.action.names)}"
+        )
+    return desc
+
+
 class ScriptedExpert:
     """Policy for ``reach`` (go to the target) and ``lift`` (above cube, descend, close, lift).
 
-    Output: chunks of horizon 1, action (8,) = 7 joint targets (rad) + finger opening (m).
-    Joint steps are limited to ``joint_speed_scale`` x the joint velocity limits, the TCP to
-    ``max_speed`` / ``max_accel``, so the safety filter's rate limit never bites.
+    Output: chunks of horizon 1, action (dof + 1,) = one target per arm joint (rad) + the
+    finger opening (m), dof = the arm's joints. Joint steps are limited to
+    ``joint_speed_scale`` x the joint velocity limits, the TCP to ``max_speed`` /
+    ``max_accel``, so the safety filter's rate limit never bites. Robot facts (chain, home
+    pose as the null-space rest pose, gripper range, grasp height) come from the robot's
+    description, looked up by ``spec.name``.
     """
 
     def __init__(self, cfg: ScriptedExpertConfig, spec: RobotSpec, task: ComponentConfig) -> None:
         if task.type not in ("reach", "lift"):
             raise ConfigError(f"the scripted expert knows tasks reach and lift, not '{task.type}'")
-        if spec.name != "panda":
-            raise ConfigError(f"the scripted expert drives a panda, not '{spec.name}'")
+        desc = arm_description(spec)
         self.cfg = cfg
         self.spec = spec
         self.task = task
         self.dt = spec.dt
+        self.robot = desc
+        self.kin = desc.kinematics
+        self.n = desc.dof
+        g = desc.gripper
+        self.open, self.closed = g.upper, g.lower
+        grasped = min(max(CUBE_HALF, g.lower), g.upper)
+        self.missed_grasp = g.lower + MISSED_GRASP_FRACTION * (grasped - g.lower)
+        self.grasp_offset = desc.grasp_offset if cfg.grasp_offset is None else cfg.grasp_offset
         vmax = {j.name: j.max_velocity for j in spec.joints}
         self._max_step = (
             np.array([vmax[n] for n in spec.action.names]) * cfg.joint_speed_scale * self.dt
         )
-        self._lower = np.asarray(kin.LOWER) + LIMIT_MARGIN
-        self._upper = np.asarray(kin.UPPER) - LIMIT_MARGIN
-        self._home = np.asarray(HOME_ARM)
+        self._lower = self.kin.lower + LIMIT_MARGIN
+        self._upper = self.kin.upper - LIMIT_MARGIN
+        self._home = np.asarray(desc.home, dtype=np.float64)
         self.reset()
 
     # ---- Policy -----------------------------------------------------------------------
 
     def reset(self) -> None:
-        self._q: np.ndarray | None = None  # commanded arm joints (7,)
-        self._grip = OPEN  # commanded finger opening (m)
+        self._q: np.ndarray | None = None  # commanded arm joints (dof,)
+        self._grip = self.open  # commanded finger opening (m)
         self._speed = 0.0  # current commanded TCP speed (m/s), for the acceleration limit
         self._phase = "approach"
         self._phase_t0 = 0
@@ -79,7 +112,7 @@ class ScriptedExpert:
 
     def act(self, obs: Observation) -> ActionChunk:
         state = np.asarray(obs["state"], dtype=np.float64)
-        q_meas = state[:7]
+        q_meas = state[: self.n]
         stamp = int(obs.stamp_ns)
         if (
             self._q is None
@@ -92,10 +125,10 @@ class ScriptedExpert:
         assert self._q is not None
 
         env = np.asarray(obs["env_state"], dtype=np.float64)
-        jac = kin.jacobian(self._q)
+        jac = self.kin.jacobian(self._q)
         p_cmd = jac[1]
         if self.task.type == "reach":
-            goal, rot, grip, speed = env[:3], kin.down_rotation(0.0), OPEN, self.cfg.max_speed
+            goal, rot, grip, speed = env[:3], down_rotation(0.0), self.open, self.cfg.max_speed
         else:
             goal, rot, grip, speed = self._lift_plan(env, state, p_cmd, stamp)
 
@@ -107,7 +140,7 @@ class ScriptedExpert:
             self._speed + self.cfg.max_accel * self.dt,
         )
         self._speed = v
-        dq = kin.dls_step(
+        dq = self.kin.dls_step(
             self._q,
             goal,
             rot,
@@ -119,11 +152,11 @@ class ScriptedExpert:
             jac=jac,
         )
         # scale the whole step (keeps the direction) so no joint exceeds its rate limit
-        ratio = float(np.max(np.abs(dq) / self._max_step[:7]))
+        ratio = float(np.max(np.abs(dq) / self._max_step[: self.n]))
         if ratio > 1.0:
             dq /= ratio
         self._q = np.clip(self._q + dq, self._lower, self._upper)
-        g_step = float(self._max_step[7])
+        g_step = float(self._max_step[self.n])
         self._grip = float(np.clip(grip, self._grip - g_step, self._grip + g_step))
         action = np.concatenate([self._q, [self._grip]])
         return ActionChunk(action[None].astype(np.float32), self.dt, stamp)
@@ -142,8 +175,8 @@ class ScriptedExpert:
 
     def _restart(self, state: np.ndarray, stamp: int) -> None:
         """Start over from the measured state (first call, a reset, or an external move)."""
-        self._q = np.clip(state[:7], self._lower, self._upper)
-        self._grip = float(np.clip(state[7], CLOSED, OPEN))
+        self._q = np.clip(state[: self.n], self._lower, self._upper)
+        self._grip = float(np.clip(state[self.n], self.closed, self.open))
         self._speed = 0.0
         self._set_phase("approach", stamp)
 
@@ -159,42 +192,46 @@ class ScriptedExpert:
         commanded TCP position ``p_cmd`` (3,)."""
         c = self.cfg
         cube, cube_quat = env[:3], env[3:7]
-        p_meas, _ = kin.fk(state[:7])
-        fingers = float(state[7])
+        opened, closed, missed = self.open, self.closed, self.missed_grasp
+        p_meas, _ = self.kin.fk(state[: self.n])
+        fingers = float(state[self.n])
         elapsed = (stamp - self._phase_t0) * 1e-9
 
         if self._phase in ("approach", "descend"):
             self._grasp_yaw = _cube_yaw(cube_quat)
-        rot = kin.down_rotation(self._grasp_yaw)
+        rot = down_rotation(self._grasp_yaw)
 
         if self._phase == "approach":
             goal = cube + np.array([0.0, 0.0, c.approach_height])
             if (
                 np.linalg.norm(goal - p_cmd) < 1e-3
                 and np.linalg.norm(goal - p_meas) < 2 * c.tolerance
-                and fingers > OPEN - 0.005
+                and fingers > opened - OPEN_TOLERANCE
             ):
                 self._set_phase("descend", stamp)
-            return goal, rot, OPEN, c.max_speed
+            return goal, rot, opened, c.max_speed
         if self._phase == "descend":
-            goal = cube + np.array([0.0, 0.0, c.grasp_offset])
+            goal = cube + np.array([0.0, 0.0, self.grasp_offset])
             if np.linalg.norm(goal - p_meas) < c.tolerance:
                 self._grasp_xyz = goal.copy()
                 self._set_phase("close", stamp)
-            return goal, rot, OPEN, 0.5 * c.max_speed
+            return goal, rot, opened, 0.5 * c.max_speed
         if self._phase == "close":
             if elapsed >= c.close_time_s:
-                self._set_phase("missed" if fingers < MISSED_GRASP else "lift", stamp)
-            return self._grasp_xyz, rot, CLOSED, c.max_speed
+                self._set_phase("missed" if fingers < missed else "lift", stamp)
+            return self._grasp_xyz, rot, closed, c.max_speed
         if self._phase == "lift":
             goal = self._grasp_xyz + np.array([0.0, 0.0, c.lift_height])
             # the cube slipped out (it stays low or the fingers closed on nothing): retry
-            dropped = p_meas[2] - cube[2] > 0.03 or fingers < MISSED_GRASP
+            dropped = p_meas[2] - cube[2] > 0.03 or fingers < missed
             if dropped and elapsed > 0.2:
                 self._set_phase("missed", stamp)
-            return goal, rot, CLOSED, 0.6 * c.max_speed
+            return goal, rot, closed, 0.6 * c.max_speed
         # missed: open and rise straight up before approaching again
         goal = self._grasp_xyz + np.array([0.0, 0.0, c.approach_height])
-        if fingers > OPEN - 0.005 and p_meas[2] > self._grasp_xyz[2] + 0.5 * c.approach_height:
+        if (
+            fingers > opened - OPEN_TOLERANCE
+            and p_meas[2] > self._grasp_xyz[2] + 0.5 * c.approach_height
+        ):
             self._set_phase("approach", stamp)
-        return goal, rot, OPEN, c.max_speed
+        return goal, rot, opened, c.max_speed

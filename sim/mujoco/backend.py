@@ -1,4 +1,6 @@
-"""MuJoCo backend: a Panda on a table (sim/assets/panda/scene.xml) plus the task's objects.
+"""MuJoCo arm backend: any arm on the table-top scene (tether.sim.scene), from the robot's
+description: its MuJoCo scene file (``robots/<name>/assets/...``), joints, actuators, TCP
+site and home pose. Task bodies the task does not use are removed before compiling.
 
 Every instance owns its model, data and renderers, so several coexist in one process.
 """
@@ -14,17 +16,10 @@ import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
 from tether.core.protocols import Task
+from tether.core.robot import ArmDescription, RobotDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
 from tether.sim.mujoco.config_mujoco import MujocoConfig
-from tether.sim.robots.panda import (
-    ARM_JOINTS,
-    ARM_LOWER,
-    ARM_UPPER,
-    FINGER_JOINTS,
-    HOME_ARM,
-    HOME_FINGER,
-    panda_spec,
-)
+from tether.sim.scene import TASK_BODIES
 from tether.sim.scoring import score_step
 
 # Headless machines have no X display: render through EGL unless the user chose a backend.
@@ -36,27 +31,30 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("mujoco", "mujoco", "The MuJoCo backend") from exc
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-# bodies the scene defines for tasks; those a task does not list are removed before compiling
-TASK_BODIES = ("cube", "target")
-TCP_SITE = "tcp"
-
 
 class MujocoBackend:
-    """SimBackend on MuJoCo. Action (8,): 7 arm joint targets (rad) + per-finger opening (m).
+    """SimBackend on MuJoCo for an arm with a parallel gripper (``robot``: its description).
 
-    Observation keys: ``state`` (9,) joint positions, ``velocity`` (9,) joint velocities,
-    ``env_state`` (7 * len(task.objects),) position + wxyz quaternion of each task object,
-    ``ee_pose`` (7,) TCP position + wxyz quaternion, and ``images/<cam>`` (H, W, 3) uint8
-    when ``cfg.render_in_obs``. All float32, world frame, SI units.
+    With dof = the arm's joints and f = its finger joints: action (dof + 1,) = one target per
+    arm joint (rad) + the opening of each finger (m; every gripper actuator gets it).
+    Observation keys: ``state`` (dof + f,) arm then finger joint positions, ``velocity``
+    (dof + f,) their velocities, ``env_state`` (7 * len(task.objects),) position + wxyz
+    quaternion of each task object, ``ee_pose`` (7,) TCP position + wxyz quaternion, and
+    ``images/<cam>`` (H, W, 3) uint8 when ``cfg.render_in_obs``. All float32, world frame,
+    SI units.
     """
 
-    def __init__(self, cfg: MujocoConfig, robot: str = "panda", task: Task | None = None) -> None:
-        if robot != "panda":
-            raise ConfigError(f"the MuJoCo backend has no robot '{robot}' (available: panda)")
+    def __init__(
+        self, cfg: MujocoConfig, robot: RobotDescription, task: Task | None = None
+    ) -> None:
+        if not isinstance(robot, ArmDescription):
+            raise ConfigError(
+                f"the MuJoCo arm backend simulates arms; robot '{robot.name}' is a {robot.kind}"
+            )
         self.cfg = cfg
+        self.robot = robot
         self.task = task
-        self.spec = panda_spec(cfg.control_hz, cfg.cameras)
+        self.spec = robot.spec(cfg.control_hz, cfg.cameras)
         objects = tuple(task.objects) if task is not None else ()
         unknown = [o for o in objects if o not in TASK_BODIES]
         if unknown:
@@ -64,7 +62,10 @@ class MujocoBackend:
                 f"the MuJoCo scene has no task object(s) {unknown} "
                 f"(available: {', '.join(TASK_BODIES)})"
             )
-        self.model = self._compile(ASSETS / robot / "scene.xml", objects)
+        self._scene = robot.asset(robot.mujoco.scene)
+        if not self._scene.is_file():
+            raise ConfigError(f"robot '{robot.name}': its MuJoCo scene {self._scene} is missing")
+        self.model = self._compile(self._scene, objects)
         self.data = mujoco.MjData(self.model)
         # the largest physics step <= physics_dt that divides the control period evenly
         control_dt = 1.0 / cfg.control_hz
@@ -77,19 +78,26 @@ class MujocoBackend:
         self._viewer: Any = None
 
         m = self.model
-        names = (*ARM_JOINTS, *FINGER_JOINTS)
-        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in names]
+        g = robot.gripper
+        self._dof = robot.dof
+        self._lower = np.asarray(robot.lower, dtype=np.float64)
+        self._upper = np.asarray(robot.upper, dtype=np.float64)
+        self._home = np.asarray(robot.home, dtype=np.float64)
+        jids = [self._id("joint", n) for n in (*robot.arm_joints, *g.joints)]
         self._qadr = np.array([m.jnt_qposadr[j] for j in jids])
         self._dadr = np.array([m.jnt_dofadr[j] for j in jids])
-        aids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names]
-        self._act_arm = np.array(aids[:7])
-        self._act_fingers = np.array(aids[7:])
-        self._tcp = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, TCP_SITE)
+        arm_act = robot.mujoco.arm_actuators or robot.arm_joints
+        grip_act = robot.mujoco.gripper_actuators or g.joints
+        if len(arm_act) != self._dof:
+            raise ConfigError(
+                f"robot '{robot.name}': mujoco.arm_actuators names {len(arm_act)} actuators "
+                f"for {self._dof} arm joints"
+            )
+        self._act_arm = np.array([self._id("actuator", n) for n in arm_act])
+        self._act_fingers = np.array([self._id("actuator", n) for n in grip_act])
+        self._tcp = self._id("site", robot.mujoco.tcp_site)
         for cam in cfg.cameras:
-            cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, cam.name)
-            if cid < 0:
-                raise ConfigError(f"sim.cameras: the scene has no camera '{cam.name}'")
-            m.cam_fovy[cid] = cam.fovy_deg
+            m.cam_fovy[self._id("camera", cam.name)] = cam.fovy_deg
         self.reset(0)
         if not cfg.headless:
             self._viewer = self._open_viewer()
@@ -105,28 +113,53 @@ class MujocoBackend:
 
         return mujoco.viewer.launch_passive(self.model, self.data)
 
-    @staticmethod
-    def _compile(path: Path, objects: tuple[str, ...]) -> Any:
-        spec = mujoco.MjSpec.from_file(str(path))
+    def _compile(self, path: Path, objects: tuple[str, ...]) -> Any:
+        """The scene without the task bodies the task does not use."""
+        try:
+            spec = mujoco.MjSpec.from_file(str(path))
+        except ValueError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid MJCF"
+            raise ConfigError(f"robot '{self.robot.name}': {path.name}: {first}") from None
         for name in TASK_BODIES:
-            if name not in objects:
-                spec.delete(spec.body(name))
+            body = spec.body(name)
+            if body is None and name in objects:
+                raise ConfigError(
+                    f"robot '{self.robot.name}': its MuJoCo scene {path.name} has no body "
+                    f"'{name}' (the task uses it)"
+                )
+            if body is not None and name not in objects:
+                spec.delete(body)
         return spec.compile()
+
+    def _id(self, kind: str, name: str) -> int:
+        """The id of a named joint / actuator / site / camera; ConfigError if missing."""
+        obj = getattr(mujoco.mjtObj, f"mjOBJ_{kind.upper()}")
+        i = mujoco.mj_name2id(self.model, obj, name)
+        if i < 0:
+            where = "sim.cameras: " if kind == "camera" else ""
+            raise ConfigError(
+                f"{where}robot '{self.robot.name}': its MuJoCo scene {self._scene.name} has "
+                f"no {kind} '{name}'"
+            )
+        return int(i)
 
     # ---- SimBackend -------------------------------------------------------------------
 
     def reset(self, seed: int | None = None) -> Observation:
-        """Home pose plus uniform noise (``cfg.reset_noise`` rad), fingers open, then the
-        task's reset distribution, all drawn from ``seed``; sim time restarts at 0."""
+        """The robot's home pose plus uniform noise (``cfg.reset_noise`` rad, clipped to the
+        limits), fingers at the gripper's home opening, then the task's reset distribution,
+        all drawn from ``seed``; sim time restarts at 0."""
         rng = np.random.default_rng(seed)
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
-        q = np.asarray(HOME_ARM) + rng.uniform(-self.cfg.reset_noise, self.cfg.reset_noise, 7)
-        q = np.clip(q, ARM_LOWER, ARM_UPPER)
-        d.qpos[self._qadr[:7]] = q
-        d.qpos[self._qadr[7:]] = HOME_FINGER
+        noise = self.cfg.reset_noise
+        q = self._home + rng.uniform(-noise, noise, self._dof)
+        q = np.clip(q, self._lower, self._upper)
+        finger = self.robot.gripper.home
+        d.qpos[self._qadr[: self._dof]] = q
+        d.qpos[self._qadr[self._dof :]] = finger
         d.ctrl[self._act_arm] = q
-        d.ctrl[self._act_fingers] = HOME_FINGER
+        d.ctrl[self._act_fingers] = finger
         mujoco.mj_forward(m, d)
         if self.task is not None:
             self.task.reset(self, rng)
@@ -136,13 +169,14 @@ class MujocoBackend:
         return self.observe()
 
     def step(self, action: np.ndarray) -> StepResult:
-        """Hold ``action`` (8,) for one control period (``self.substeps`` physics steps)."""
+        """Hold ``action`` (dof + 1,) for one control period (``self.substeps`` physics
+        steps)."""
         a = np.asarray(action, dtype=np.float64)
         if a.shape != self.spec.action.shape:
             raise ValueError(f"action must have shape {self.spec.action.shape}, got {a.shape}")
         d = self.data
-        d.ctrl[self._act_arm] = a[:7]
-        d.ctrl[self._act_fingers] = a[7]  # both fingers get the same opening
+        d.ctrl[self._act_arm] = a[: self._dof]
+        d.ctrl[self._act_fingers] = a[self._dof]  # every finger gets the same opening
         mujoco.mj_step(self.model, d, nstep=self.substeps)
         self._steps += 1
         if self._viewer is not None:
@@ -208,7 +242,8 @@ class MujocoBackend:
         mujoco.mj_forward(m, d)  # so body_pose / contacts see the new pose at once
 
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """TCP world pose: position (3,) m, quaternion (4,) wxyz."""
+        """TCP world pose (the description's ``mujoco.tcp_site``): position (3,) m,
+        quaternion (4,) wxyz."""
         quat = np.empty(4)
         mujoco.mju_mat2Quat(quat, self.data.site_xmat[self._tcp])
         return self.data.site_xpos[self._tcp].copy(), quat

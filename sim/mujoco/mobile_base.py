@@ -1,6 +1,6 @@
-"""MuJoCo backend for a differential-drive base: the Husky (sim/assets/husky/husky.xml, the
-same dimensions, masses and wheels as pybullet_data's husky.urdf) on a flat floor with the
-task's goal marker and obstacles.
+"""MuJoCo backend for any differential-drive base (a ``MobileBaseDescription``: its folder's
+MJCF, wheels, lidar and cameras) on a flat floor with the task's goal marker and obstacles
+(tether.sim.base_scene).
 
 A twist action becomes left/right wheel speed targets through the diff-drive kinematics;
 the wheels are velocity servos with a torque limit, so the base skids as a real skid-steer
@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
 from tether.core.protocols import Task
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import MobileBaseDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
-from tether.sim.mujoco.config_mujoco import MujocoConfig
+from tether.sim import base_scene as scene
+from tether.sim.base_scene import BASE_BODY, mobile_base
+from tether.sim.mujoco.config_mujoco import MujocoMobileBaseConfig
 from tether.sim.robots import diff_drive as dd
-from tether.sim.robots import husky
 from tether.sim.scoring import score_step
 
 if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
@@ -33,13 +35,6 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("mujoco", "mujoco", "The MuJoCo backend") from exc
 
-MODEL = Path(__file__).resolve().parent.parent / "assets" / "husky" / "husky.xml"
-BASE_BODY = "base_footprint"
-# effective track / geometric track at which the mean yaw rate of a turn in place matches the
-# commanded one (0.5-1 rad/s) on this floor. MuJoCo's contact model resists the skid more than
-# Coulomb friction would (1.8 for this wheel layout; Clearpath uses 1.875 on the real Husky),
-# PyBullet's less (1.4); the calibrated value keeps both engines on the commanded path
-SEPARATION_MULTIPLIER = 2.9
 # lidar rays see geom groups 0 and 1 (collision geoms), not the visual-only group 2
 RAY_GROUPS = np.array([1, 1, 0, 0, 0, 0], dtype=np.uint8)
 
@@ -51,49 +46,50 @@ class MujocoMobileBase:
     ``base_pose`` (7,), ``env_state`` (7 * len(task.objects),), ``images/<cam>``.
     """
 
-    def __init__(self, cfg: MujocoConfig, robot: str = "husky", task: Task | None = None) -> None:
-        if robot != "husky":
-            raise ConfigError(
-                f"the MuJoCo mobile-base backend has no robot '{robot}' (available: husky)"
-            )
+    def __init__(
+        self, cfg: MujocoMobileBaseConfig, robot: RobotDescription, task: Task | None = None
+    ) -> None:
+        desc = self.robot = mobile_base(robot, "MuJoCo")
         objects = tuple(task.objects) if task is not None else ()
-        husky.check_objects(objects, "MuJoCo")
+        scene.check_objects(objects, "MuJoCo")
         for cam in cfg.cameras:
-            if cam.name not in husky.CAMERAS:
+            if cam.name not in desc.cameras:
                 raise ConfigError(
-                    f"sim.cameras: the husky has no camera '{cam.name}' "
-                    f"(available: {', '.join(husky.CAMERAS)})"
+                    f"sim.cameras: robot '{desc.name}' has no camera '{cam.name}' "
+                    f"(available: {', '.join(desc.cameras)})"
                 )
         self.cfg = cfg
         self.task = task
-        self.spec = husky.husky_spec(cfg.control_hz, cfg.cameras)
+        self.spec = desc.spec(cfg.control_hz, cfg.cameras)
         self._objects = objects
         self._max_duration = getattr(task, "max_duration_s", None)
         self._steps = 0
         self._renderers: dict[tuple[int, int], Any] = {}
         self._viewer: Any = None
         mb = cfg.mobile_base
-        self.track = husky.TRACK_WIDTH * (mb.wheel_separation_multiplier or SEPARATION_MULTIPLIER)
-        self.odometry = dd.WheelOdometry(self.track, husky.WHEEL_RADIUS)
-        self.limiter = dd.TwistLimiter(husky.MAX_LINEAR_ACCEL, husky.MAX_ANGULAR_ACCEL)
+        mult = mb.wheel_separation_multiplier or desc.mujoco.separation_multiplier
+        self.track = desc.track_width * mult
+        self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius)
+        self.limiter = dd.TwistLimiter(desc.max_linear_accel, desc.max_angular_accel)
         self._angles = dd.beam_angles(mb.lidar.n_beams, mb.lidar.fov_deg)
         self._noise = np.random.default_rng(0)
 
-        self.model = self._compile(objects, cfg)
+        self.model = self._compile(desc, objects, cfg)
         self.data = mujoco.MjData(self.model)
         control_dt = 1.0 / cfg.control_hz
         self.substeps = max(1, math.ceil(control_dt / cfg.physics_dt - 1e-9))
         self.model.opt.timestep = control_dt / self.substeps
         m = self.model
-        self._base = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, BASE_BODY)
+        self._base = self._id(mujoco.mjtObj.mjOBJ_BODY, desc.mujoco.base_body, "body")
         jnt = m.body_jntadr[self._base]
         self._free_q, self._free_v = m.jnt_qposadr[jnt], m.jnt_dofadr[jnt]
-        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in husky.WHEEL_JOINTS]
+        jids = [self._id(mujoco.mjtObj.mjOBJ_JOINT, n, "joint") for n in desc.wheel_joints]
         self._wq = np.array([m.jnt_qposadr[j] for j in jids])
         self._wv = np.array([m.jnt_dofadr[j] for j in jids])
         self._act = np.array(
-            [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in husky.WHEEL_JOINTS]
+            [self._id(mujoco.mjtObj.mjOBJ_ACTUATOR, n, "actuator") for n in desc.wheel_joints]
         )
+        self._side = desc.wheel_side
         self.reset(0)
         if not cfg.headless:
             self._viewer = self._open_viewer()
@@ -109,17 +105,32 @@ class MujocoMobileBase:
 
         return mujoco.viewer.launch_passive(self.model, self.data)
 
+    def _id(self, kind: Any, name: str, what: str) -> int:
+        """Id of a named element of the model, or a one-line ConfigError naming it."""
+        i = int(mujoco.mj_name2id(self.model, kind, name))
+        if i < 0:
+            raise ConfigError(
+                f"robot '{self.robot.name}': its MuJoCo model "
+                f"({self.robot.mujoco.model}) has no {what} '{name}'"
+            )
+        return i
+
     @staticmethod
-    def _compile(objects: tuple[str, ...], cfg: MujocoConfig) -> Any:
-        """The husky model plus the task's bodies (mocap: static but teleportable) and the
+    def _compile(
+        desc: MobileBaseDescription, objects: tuple[str, ...], cfg: MujocoMobileBaseConfig
+    ) -> Any:
+        """The robot's model plus the task's bodies (mocap: static but teleportable) and the
         base-mounted cameras."""
-        spec = mujoco.MjSpec.from_file(str(MODEL))
+        path = desc.asset(desc.mujoco.model)
+        if not path.is_file():
+            raise ConfigError(f"robot '{desc.name}': MuJoCo model {path} not found")
+        spec = mujoco.MjSpec.from_file(str(path))
         for name in objects:
-            body = spec.worldbody.add_body(name=name, mocap=True, pos=[*husky.PARKING, 0.0])
+            body = spec.worldbody.add_body(name=name, mocap=True, pos=[*scene.PARKING, 0.0])
             if name == "goal":
                 body.add_geom(
                     type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-                    size=[husky.GOAL_RADIUS, 0.005, 0],
+                    size=[scene.GOAL_RADIUS, 0.005, 0],
                     rgba=[0.1, 0.8, 0.2, 0.6],
                     group=2,
                     contype=0,
@@ -128,12 +139,18 @@ class MujocoMobileBase:
             else:
                 body.add_geom(
                     type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-                    size=[husky.OBSTACLE_RADIUS, husky.OBSTACLE_HEIGHT / 2, 0],
+                    size=[scene.OBSTACLE_RADIUS, scene.OBSTACLE_HEIGHT / 2, 0],
                     rgba=[0.8, 0.35, 0.1, 1.0],
                 )
-        base = spec.body(BASE_BODY)
+        base = spec.body(desc.mujoco.base_body)
+        if base is None:
+            raise ConfigError(
+                f"robot '{desc.name}': its MuJoCo model ({desc.mujoco.model}) has no body "
+                f"'{desc.mujoco.base_body}'"
+            )
         for cam in cfg.cameras:
-            eye, target = (np.asarray(v, dtype=np.float64) for v in husky.CAMERAS[cam.name])
+            mount = desc.cameras[cam.name]
+            eye, target = (np.asarray(v, dtype=np.float64) for v in (mount.eye, mount.target))
             fwd = (target - eye) / np.linalg.norm(target - eye)
             x = np.cross(fwd, [0.0, 0.0, 1.0])
             x /= np.linalg.norm(x)
@@ -158,7 +175,7 @@ class MujocoMobileBase:
         d.qpos[self._free_q + 3 : self._free_q + 7] = dd.yaw_quat(yaw)
         d.ctrl[self._act] = 0.0
         for name in self._objects:
-            self.set_body_pose(name, np.array([*husky.PARKING, 0.0]), np.array([1.0, 0, 0, 0]))
+            self.set_body_pose(name, np.array([*scene.PARKING, 0.0]), np.array([1.0, 0, 0, 0]))
         if self.task is not None:
             self.task.reset(self, rng)
         # settle the chassis on its wheels before time starts
@@ -167,7 +184,7 @@ class MujocoMobileBase:
         pos, quat = self.body_pose(BASE_BODY)
         self.limiter.reset()
         self.odometry.reset(float(pos[0]), float(pos[1]), dd.yaw_of(quat))
-        self.odometry.update(*dd.side_angles(d.qpos[self._wq], husky.WHEEL_SIDE), 0.0)
+        self.odometry.update(*dd.side_angles(d.qpos[self._wq], self._side), 0.0)
         self._steps = 0
         return self.observe()
 
@@ -180,12 +197,12 @@ class MujocoMobileBase:
         a = np.clip(a, self.spec.action.low_array(), self.spec.action.high_array())
         dt = self.spec.dt
         twist = self.limiter.step(a, dt) if self.cfg.mobile_base.limit_acceleration else a
-        left, right = dd.wheel_speeds(twist[0], twist[1], self.track, husky.WHEEL_RADIUS)
+        left, right = dd.wheel_speeds(twist[0], twist[1], self.track, self.robot.wheel_radius)
         d = self.data
-        d.ctrl[self._act] = [left if s > 0 else right for s in husky.WHEEL_SIDE]
+        d.ctrl[self._act] = [left if s > 0 else right for s in self._side]
         mujoco.mj_step(self.model, d, nstep=self.substeps)
         self._steps += 1
-        self.odometry.update(*dd.side_angles(d.qpos[self._wq], husky.WHEEL_SIDE), dt)
+        self.odometry.update(*dd.side_angles(d.qpos[self._wq], self._side), dt)
         if self._viewer is not None:
             self._viewer.sync()
         return score_step(self, self.observe(), self._max_duration)
@@ -230,7 +247,7 @@ class MujocoMobileBase:
         lidar = self.cfg.mobile_base.lidar
         d = self.data
         R = d.xmat[self._base].reshape(3, 3)
-        origin = d.xpos[self._base] + R @ np.asarray(husky.LIDAR_XYZ)
+        origin = d.xpos[self._base] + R @ np.asarray(self.robot.lidar_xyz)
         local = np.stack([np.cos(self._angles), np.sin(self._angles), np.zeros_like(self._angles)])
         vec = np.ascontiguousarray((R @ local).T).ravel()
         n = len(self._angles)
@@ -258,8 +275,11 @@ class MujocoMobileBase:
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of ``base_footprint`` (the robot) or a task body: position (3,) m,
         quaternion (4,) wxyz (float64)."""
-        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
-        if bid < 0 or (name != BASE_BODY and name not in self._objects):
+        if name == BASE_BODY:
+            bid = self._base
+        elif name in self._objects:
+            bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
+        else:
             raise KeyError(f"the scene has no body '{name}'")
         return self.data.xpos[bid].copy(), self.data.xquat[bid].copy()
 
@@ -271,7 +291,7 @@ class MujocoMobileBase:
         m, d = self.model, self.data
         bid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
         p = np.asarray(pos, dtype=np.float64).copy()
-        p[2] = 0.005 if name == "goal" else husky.OBSTACLE_HEIGHT / 2
+        p[2] = 0.005 if name == "goal" else scene.OBSTACLE_HEIGHT / 2
         q = np.asarray(quat, dtype=np.float64)
         d.mocap_pos[m.body_mocapid[bid]] = p
         d.mocap_quat[m.body_mocapid[bid]] = q / np.linalg.norm(q)

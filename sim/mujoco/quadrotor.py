@@ -1,12 +1,14 @@
-"""MuJoCo quadrotor backend: N Crazyflies (sim/assets/crazyflie/scene.xml) over a floor,
-behind the SimBackend contract (``tether.sim.quadrotor.world`` holds the engine-independent
-part and documents actions and observations).
+"""MuJoCo quadrotor backend: N drones of one multirotor description (its folder's MJCF
+scene, ``MultirotorDescription.mujoco``) over a floor, behind the SimBackend contract
+(``tether.sim.quadrotor.world`` holds the engine-independent part and documents actions and
+observations).
 
 The rotor thrusts, their moments, the reaction yaw torque and the drag are summed into one
 wrench per drone (rotor moments about the centre of mass included, so it equals the per-rotor
 forces) and applied at the centre of mass through ``xfrc_applied`` (world frame) every
-physics step. The scene's drone body ``cf`` and marker ``target`` are copied once per
-drone before compiling. Every instance owns its model, data and renderers.
+physics step. The scene's drone body (``cf`` for the Crazyflie) and marker (``target``) are
+copied once per drone, as cf<i> and cf<i>/target, before compiling. Every instance owns its
+model, data and renderers.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from tether.core.errors import MissingDependency
-from tether.sim.config_sim import TableSimConfig
+from tether.core.errors import ConfigError, MissingDependency
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import MultirotorMujocoAssets
+from tether.sim.mujoco.config_mujoco import MujocoQuadrotorConfig
 from tether.sim.quadrotor.loads import rotate
 from tether.sim.quadrotor.world import CAMERAS, QuadrotorWorld
 
@@ -34,18 +38,25 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("mujoco", "mujoco", "The MuJoCo backend") from exc
 
-SCENE = Path(__file__).resolve().parent.parent / "assets" / "crazyflie" / "scene.xml"
 
-
-def scene_xml(num_drones: int, physics_dt: float) -> str:
-    """The scene with ``num_drones`` copies of the drone (cf<i>) and of its target marker
-    (``target`` for one drone, else cf<i>/target), as MJCF text."""
-    root = ET.parse(SCENE).getroot()
+def scene_xml(
+    scene: Path,
+    num_drones: int,
+    physics_dt: float,
+    assets: MultirotorMujocoAssets | None = None,
+) -> str:
+    """The scene file with ``num_drones`` copies of its drone body (as cf<i>) and of its
+    target marker (``target`` for one drone, else cf<i>/target), as MJCF text; body names
+    from ``assets`` (default: "cf" and "target")."""
+    body = assets.body if assets is not None else "cf"
+    marker = assets.target if assets is not None else "target"
+    root = ET.parse(scene).getroot()
     world = root.find("worldbody")
-    assert world is not None
-    drone = world.find("body[@name='cf']")
-    target = world.find("body[@name='target']")
-    assert drone is not None and target is not None
+    drone = world.find(f"body[@name='{body}']") if world is not None else None
+    target = world.find(f"body[@name='{marker}']") if world is not None else None
+    if world is None or drone is None or target is None:
+        missing = body if drone is None else marker
+        raise ConfigError(f"MuJoCo scene {scene} has no body '{missing}' in its worldbody")
     world.remove(drone)
     world.remove(target)
     for i in range(num_drones):
@@ -65,13 +76,23 @@ def scene_xml(num_drones: int, physics_dt: float) -> str:
 
 
 class MujocoQuadrotorBackend(QuadrotorWorld):
-    """SimBackend on MuJoCo for ``robot: crazyflie``; see QuadrotorWorld for the layout."""
+    """SimBackend on MuJoCo for a quadcopter robot; see QuadrotorWorld for the layout."""
 
     engine = "MuJoCo"
 
-    def __init__(self, cfg: TableSimConfig, robot: str = "crazyflie", task: Any = None) -> None:
+    def __init__(
+        self, cfg: MujocoQuadrotorConfig, robot: RobotDescription, task: Any = None
+    ) -> None:
         super().__init__(cfg, robot, task)
-        self.model = mujoco.MjModel.from_xml_string(scene_xml(self.num_drones, self.physics_dt))
+        assets = self.robot.mujoco
+        scene = self.robot.asset(assets.scene)
+        if not scene.is_file():
+            raise ConfigError(f"robot '{self.robot.name}': MuJoCo scene {scene} not found")
+        try:
+            xml = scene_xml(scene, self.num_drones, self.physics_dt, assets)
+        except ConfigError as exc:
+            raise ConfigError(f"robot '{self.robot.name}': {exc}") from None
+        self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
         m = self.model
         bodies = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in self.drone_names]

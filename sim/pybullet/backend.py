@@ -1,6 +1,7 @@
-"""PyBullet backend: a Panda (pybullet_data ``franka_panda/panda.urdf``) on a table plus the
-task's objects, at the same world poses and sizes as the MuJoCo scene
-(sim/assets/panda/scene.xml), so the same tasks and the same scripted expert run unchanged.
+"""PyBullet arm backend: any arm on the table-top scene, from the robot's description (its
+URDF or loader, TCP link, servo and friction settings, cameras). The table, task bodies and
+world cameras are built from tether.sim.scene, the numbers the MuJoCo scenes state, so the
+same tasks and the same scripted expert run unchanged on both engines.
 
 Every instance owns its own physics client (``p.connect(p.DIRECT)``) and passes its id on
 every call, so several backends coexist in one process and step independently.
@@ -8,86 +9,27 @@ every call, so several backends coexist in one process and step independently.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
 from tether.core.protocols import Task
+from tether.core.robot import ArmDescription, PybulletCamera, RobotDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
+from tether.sim import scene
 from tether.sim.pybullet.config_pybullet import PybulletConfig
-from tether.sim.robots.panda import (
-    ARM_JOINTS,
-    ARM_LOWER,
-    ARM_UPPER,
-    FINGER_JOINTS,
-    FINGER_RANGE,
-    HOME_ARM,
-    HOME_FINGER,
-    panda_spec,
-)
-from tether.sim.robots.panda_kinematics import TCP_D
 from tether.sim.scoring import score_step
 
 try:
     import pybullet as pb
-    import pybullet_data
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("pybullet", "pybullet", "The PyBullet backend") from exc
 
-URDF = "franka_panda/panda.urdf"
-TASK_BODIES = ("cube", "target")
-HAND_LINK = "panda_hand"
-
-# Franka's torque limits (N m) per arm joint and the URDF's finger effort (N), as the
-# MuJoCo actuators' forcerange
-ARM_FORCE = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)
-FINGER_FORCE = 20.0
-# time constant (s) of PyBullet's position servo: its positionGain is the fraction of the
-# position error corrected per physics step, so gain = dt / tau keeps the response the same
-# at every physics step (about the MuJoCo servos' kp/kv response)
-SERVO_TAU = 0.01
-# the URDF's 0.1 kg m^2 inertia placeholders make the wrist sluggish; use the MuJoCo scene's
-# diagonal inertias (kg m^2) instead
-LINK_INERTIA = {
-    "panda_link1": (0.02, 0.02, 0.008),
-    "panda_link2": (0.02, 0.008, 0.02),
-    "panda_link3": (0.01, 0.01, 0.005),
-    "panda_link4": (0.01, 0.01, 0.005),
-    "panda_link5": (0.02, 0.02, 0.005),
-    "panda_link6": (0.004, 0.004, 0.004),
-    "panda_link7": (0.002, 0.002, 0.002),
-    "panda_hand": (0.003, 0.001, 0.003),
-    "panda_leftfinger": (1e-5, 1e-5, 1e-5),
-    "panda_rightfinger": (1e-5, 1e-5, 1e-5),
-}
-# contact friction: lateral (Coulomb), spinning (N m per N), rolling; the MuJoCo scene's
-# pad/cube values (1.5, 0.02, 0.001); spinning friction keeps the grasped cube from pivoting
-GRIP_FRICTION = {"lateralFriction": 1.5, "spinningFriction": 0.02, "rollingFriction": 0.001}
-TABLE_FRICTION = {"lateralFriction": 1.0, "spinningFriction": 0.005, "rollingFriction": 1e-4}
-
-# scene geometry (m), world frame, from the MuJoCo scene
-TABLE_HALF = (0.55, 0.75, 0.02)
-TABLE_POS = (0.4, 0.0, -0.02)
-LEG_HALF = (0.5, 0.7, 0.355)
-LEG_POS = (0.4, 0.0, -0.395)
-FLOOR_Z = -0.75
-CUBE_HALF = 0.025
-CUBE_MASS = 0.1
-CUBE_POS = (0.5, 0.0, 0.025)
-TARGET_RADIUS = 0.02
-TARGET_POS = (0.5, 0.0, 0.3)
-
-# cameras as MuJoCo defines them: position and the camera's x and y axes (it looks along
-# -x cross y); "front" in the world frame, "wrist" in the panda_hand frame
-CAMERAS = {
-    "front": ((1.5, -0.95, 0.95), (0.6369, 0.7710, 0.0), (-0.3463, 0.2861, 0.8934), False),
-    "wrist": ((0.055, 0.0, 0.02), (0.0, 1.0, 0.0), (1.0, 0.0, 0.0), True),
-}
+# clipping planes of the cameras (m)
 NEAR, FAR = 0.01, 10.0
 
 
@@ -98,37 +40,53 @@ def _wxyz(q_xyzw: Any) -> np.ndarray:
 
 
 class PybulletBackend:
-    """SimBackend on PyBullet. Action (8,): 7 arm joint targets (rad) + per-finger opening (m).
+    """SimBackend on PyBullet for an arm with a parallel gripper (``robot``: its description).
 
-    Observation keys (as MujocoBackend): ``state`` (9,) joint positions, ``velocity`` (9,)
-    joint velocities, ``env_state`` (7 * len(task.objects),) position + wxyz quaternion of
-    each task object, ``ee_pose`` (7,) TCP position + wxyz quaternion, and
+    With dof = the arm's joints and f = its finger joints: action (dof + 1,) = one target per
+    arm joint (rad) + the opening of each finger (m), clipped to the limits. Observation keys
+    (as MujocoBackend): ``state`` (dof + f,) arm then finger joint positions, ``velocity``
+    (dof + f,) their velocities, ``env_state`` (7 * len(task.objects),) position + wxyz
+    quaternion of each task object, ``ee_pose`` (7,) TCP position + wxyz quaternion, and
     ``images/<cam>`` (H, W, 3) uint8 when ``cfg.render_in_obs``. All float32, world frame,
     SI units.
     """
 
-    def __init__(self, cfg: PybulletConfig, robot: str = "panda", task: Task | None = None) -> None:
-        if robot != "panda":
-            raise ConfigError(f"the PyBullet backend has no robot '{robot}' (available: panda)")
+    def __init__(
+        self, cfg: PybulletConfig, robot: RobotDescription, task: Task | None = None
+    ) -> None:
+        if not isinstance(robot, ArmDescription):
+            raise ConfigError(
+                f"the PyBullet arm backend simulates arms; robot '{robot.name}' is a {robot.kind}"
+            )
         objects = tuple(task.objects) if task is not None else ()
-        unknown = [o for o in objects if o not in TASK_BODIES]
+        unknown = [o for o in objects if o not in scene.TASK_BODIES]
         if unknown:
             raise ConfigError(
                 f"the PyBullet scene has no task object(s) {unknown} "
-                f"(available: {', '.join(TASK_BODIES)})"
+                f"(available: {', '.join(scene.TASK_BODIES)})"
             )
+        # world cameras, then the robot's (a robot camera of the same name wins)
+        self._cameras: dict[str, PybulletCamera] = {
+            **scene.WORLD_CAMERAS,
+            **robot.pybullet.cameras,
+        }
         for cam in cfg.cameras:
-            if cam.name not in CAMERAS:
+            if cam.name not in self._cameras:
                 raise ConfigError(
-                    f"sim.cameras: the scene has no camera '{cam.name}' "
-                    f"(available: {', '.join(CAMERAS)})"
+                    f"sim.cameras: robot '{robot.name}' on PyBullet has no camera '{cam.name}' "
+                    f"(available: {', '.join(self._cameras)})"
                 )
         self.cfg = cfg
+        self.robot = robot
         self.task = task
-        self.spec = panda_spec(cfg.control_hz, cfg.cameras)
+        self.spec = robot.spec(cfg.control_hz, cfg.cameras)
         self._objects = objects
         self._max_duration = getattr(task, "max_duration_s", None)
         self._steps = 0
+        self._dof = robot.dof
+        self._lower = np.asarray(robot.lower, dtype=np.float64)
+        self._upper = np.asarray(robot.upper, dtype=np.float64)
+        self._home = np.asarray(robot.home, dtype=np.float64)
         # the largest physics step <= physics_dt that divides the control period evenly
         control_dt = 1.0 / cfg.control_hz
         self.substeps = max(1, math.ceil(control_dt / cfg.physics_dt - 1e-9))
@@ -152,7 +110,8 @@ class PybulletBackend:
     # ---- scene ------------------------------------------------------------------------
 
     def _build_scene(self) -> None:
-        cid = self._cid
+        cid, robot = self._cid, self.robot
+        assets, g = robot.pybullet, robot.gripper
         pb.setGravity(0.0, 0.0, -9.81, physicsClientId=cid)
         pb.setTimeStep(self.physics_dt, physicsClientId=cid)
         # the same contact-pair order in every run; the solver's warm start still carries
@@ -165,40 +124,53 @@ class PybulletBackend:
             info = pb.getJointInfo(self._robot, j, physicsClientId=cid)
             joints[info[1].decode()] = j
             self._links[info[12].decode()] = j  # link j is the child of joint j
-        self._arm = [joints[n] for n in ARM_JOINTS]
-        self._fingers = [joints[n] for n in FINGER_JOINTS]
+        self._arm = [self._index(joints, "joint", n) for n in robot.arm_joints]
+        self._fingers = [self._index(joints, "joint", n) for n in g.joints]
         self._joints = self._arm + self._fingers
-        self._hand = self._links[HAND_LINK]
-        for name, inertia in LINK_INERTIA.items():
+        self._tcp_link = self._index(self._links, "link", assets.tcp_link)
+        for name, inertia in assets.inertia.items():
             pb.changeDynamics(
                 self._robot,
-                self._links[name],
+                self._index(self._links, "link", name),
                 localInertiaDiagonal=inertia,
                 linearDamping=0.0,
                 angularDamping=0.0,
                 physicsClientId=cid,
             )
-        for link in self._fingers:
-            pb.changeDynamics(self._robot, link, **GRIP_FRICTION, physicsClientId=cid)
-        gain = min(1.0, self.physics_dt / SERVO_TAU)
-        self._forces = [*ARM_FORCE, FINGER_FORCE, FINGER_FORCE]
+        grip = scene.friction_kwargs(scene.GRIP_FRICTION)
+        for name in assets.grip_links:
+            link = self._index(self._links, "link", name)
+            pb.changeDynamics(self._robot, link, **grip, physicsClientId=cid)
+        self._camera_links = {
+            name: self._index(self._links, "link", cam.link)
+            for name, cam in self._cameras.items()
+            if cam.link is not None
+        }
+        # PyBullet's positionGain is the fraction of the position error corrected per
+        # physics step, so gain = dt / tau keeps the response the same at every physics step
+        gain = min(1.0, self.physics_dt / assets.servo_tau)
+        self._forces = [*robot.effort, *[g.effort] * len(self._fingers)]
         self._gains = [gain] * len(self._joints)
 
-        self._table = self._box(TABLE_HALF, TABLE_POS, 0.0, (0.62, 0.48, 0.33, 1.0), True)
-        pb.changeDynamics(self._table, -1, **TABLE_FRICTION, physicsClientId=cid)
-        self._box(LEG_HALF, LEG_POS, 0.0, (0.25, 0.25, 0.27, 1.0), False)
-        self._box((3.0, 3.0, 0.001), (0.0, 0.0, FLOOR_Z - 0.001), 0.0, (0.35, 0.37, 0.4, 1), False)
+        self._table = self._box(scene.TABLE_HALF, scene.TABLE_POS, 0.0, scene.TABLE_RGBA, True)
+        table = scene.friction_kwargs(scene.TABLE_FRICTION)
+        pb.changeDynamics(self._table, -1, **table, physicsClientId=cid)
+        self._box(scene.LEG_HALF, scene.LEG_POS, 0.0, scene.LEG_RGBA, False)
+        floor_half = (scene.FLOOR_HALF, scene.FLOOR_HALF, 0.001)
+        floor_pos = (0.0, 0.0, scene.FLOOR_Z - 0.001)
+        self._box(floor_half, floor_pos, 0.0, scene.FLOOR_RGBA, False)
 
         self._bodies: dict[str, int] = {}
         if "cube" in self._objects:
-            cube = self._box((CUBE_HALF,) * 3, CUBE_POS, CUBE_MASS, (0.85, 0.2, 0.15, 1.0), True)
-            pb.changeDynamics(cube, -1, **GRIP_FRICTION, physicsClientId=cid)
+            half = (scene.CUBE_HALF,) * 3
+            cube = self._box(half, scene.CUBE_POS, scene.CUBE_MASS, scene.CUBE_RGBA, True)
+            pb.changeDynamics(cube, -1, **grip, physicsClientId=cid)
             self._bodies["cube"] = cube
         if "target" in self._objects:
             vis = pb.createVisualShape(
                 pb.GEOM_SPHERE,
-                radius=TARGET_RADIUS,
-                rgbaColor=(0.1, 0.8, 0.2, 0.6),
+                radius=scene.TARGET_RADIUS,
+                rgbaColor=scene.TARGET_RGBA,
                 physicsClientId=cid,
             )
             # visual only (no collision shape) and massless: a marker the task teleports
@@ -206,30 +178,43 @@ class PybulletBackend:
                 baseMass=0.0,
                 baseCollisionShapeIndex=-1,
                 baseVisualShapeIndex=vis,
-                basePosition=TARGET_POS,
+                basePosition=scene.TARGET_POS,
                 physicsClientId=cid,
             )
 
     def _load_robot(self) -> int:
-        """Load the URDF with its low-poly collision meshes as visuals too (as the MuJoCo
-        scene does): the detailed visual meshes cost ~30 ms per 96x96 TinyRenderer frame
-        and ~9 MB of parsing per instance; the low-poly ones ~3 ms."""
-        urdf = Path(pybullet_data.getDataPath()) / URDF
-        meshes = (urdf.parent / "meshes").as_posix()
-        text = urdf.read_text().replace("package://meshes/visual/", "package://meshes/collision/")
-        text = text.replace("package://meshes/", meshes + "/")
-        with tempfile.TemporaryDirectory(prefix="tether_pybullet_") as tmp:
-            path = Path(tmp) / "panda.urdf"
-            path.write_text(text)
-            return int(
-                pb.loadURDF(
-                    str(path),
-                    basePosition=(0.0, 0.0, 0.0),
-                    useFixedBase=True,
-                    flags=pb.URDF_USE_INERTIA_FROM_FILE,
-                    physicsClientId=self._cid,
-                )
+        """The robot's body id: its URDF (fixed base at the origin) or its loader."""
+        robot, assets = self.robot, self.robot.pybullet
+        if assets.loader is not None:
+            module, _, attr = assets.loader.partition(":")
+            try:
+                loader = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                raise ConfigError(
+                    f"robot '{robot.name}': pybullet.loader '{assets.loader}' cannot be imported"
+                ) from None
+            return int(loader(pb, self._cid))
+        assert assets.urdf is not None  # PybulletArmAssets validates one of the two
+        path = robot.asset(assets.urdf)
+        if not path.is_file():
+            raise ConfigError(f"robot '{robot.name}': its URDF {path} is missing")
+        return int(
+            pb.loadURDF(
+                str(path),
+                basePosition=(0.0, 0.0, 0.0),
+                useFixedBase=True,
+                flags=pb.URDF_USE_INERTIA_FROM_FILE,
+                physicsClientId=self._cid,
             )
+        )
+
+    def _index(self, table: dict[str, int], kind: str, name: str) -> int:
+        """A joint or link index by name; ConfigError naming the robot if missing."""
+        if name not in table:
+            raise ConfigError(
+                f"robot '{self.robot.name}': its PyBullet model has no {kind} '{name}'"
+            )
+        return table[name]
 
     def _box(
         self,
@@ -262,17 +247,19 @@ class PybulletBackend:
     # ---- SimBackend -------------------------------------------------------------------
 
     def reset(self, seed: int | None = None) -> Observation:
-        """Home pose plus uniform noise (``cfg.reset_noise`` rad), fingers open, then the
-        task's reset distribution, all drawn from ``seed``; sim time restarts at 0."""
+        """The robot's home pose plus uniform noise (``cfg.reset_noise`` rad, clipped to the
+        limits), fingers at the gripper's home opening, then the task's reset distribution,
+        all drawn from ``seed``; sim time restarts at 0."""
         rng = np.random.default_rng(seed)
         cid = self._cid
-        q = np.asarray(HOME_ARM) + rng.uniform(-self.cfg.reset_noise, self.cfg.reset_noise, 7)
-        q = np.clip(q, ARM_LOWER, ARM_UPPER)
-        targets = [*q.tolist(), HOME_FINGER, HOME_FINGER]
+        noise = self.cfg.reset_noise
+        q = self._home + rng.uniform(-noise, noise, self._dof)
+        q = np.clip(q, self._lower, self._upper)
+        targets = [*q.tolist(), *[self.robot.gripper.home] * len(self._fingers)]
         for j, qj in zip(self._joints, targets, strict=True):
             pb.resetJointState(self._robot, j, qj, 0.0, physicsClientId=cid)
         self._command(targets)
-        for name, pos in (("cube", CUBE_POS), ("target", TARGET_POS)):
+        for name, pos in (("cube", scene.CUBE_POS), ("target", scene.TARGET_POS)):
             if name in self._bodies:
                 self.set_body_pose(name, np.asarray(pos), np.array([1.0, 0.0, 0.0, 0.0]))
         if self.task is not None:
@@ -281,14 +268,18 @@ class PybulletBackend:
         return self.observe()
 
     def step(self, action: np.ndarray) -> StepResult:
-        """Hold ``action`` (8,) for one control period (``self.substeps`` physics steps)."""
+        """Hold ``action`` (dof + 1,) for one control period (``self.substeps`` physics
+        steps)."""
         a = np.asarray(action, dtype=np.float64)
         if a.shape != self.spec.action.shape:
             raise ValueError(f"action must have shape {self.spec.action.shape}, got {a.shape}")
-        # clamp like MuJoCo's actuator ctrlrange (the URDF's limits are wider than Franka's)
-        arm = np.clip(a[:7], ARM_LOWER, ARM_UPPER)
-        grip = float(np.clip(a[7], *FINGER_RANGE))
-        self._command([*arm.tolist(), grip, grip])  # both fingers get the same opening
+        # clamp like MuJoCo's actuator ctrlrange (a URDF's limits may be wider than the
+        # maker's, e.g. the Panda's)
+        g = self.robot.gripper
+        arm = np.clip(a[: self._dof], self._lower, self._upper)
+        grip = float(np.clip(a[self._dof], g.lower, g.upper))
+        # every finger gets the same opening
+        self._command([*arm.tolist(), *[grip] * len(self._fingers)])
         for _ in range(self.substeps):
             pb.stepSimulation(physicsClientId=self._cid)
         self._steps += 1
@@ -298,10 +289,10 @@ class PybulletBackend:
         """Image (H, W, 3) uint8 from ``camera`` at the size its CameraSpec gives (CPU
         TinyRenderer, so it needs no display and no GPU)."""
         cam = self.spec.camera(camera)
-        pos, x_axis, y_axis, on_hand = CAMERAS[camera]
-        eye, xa, ya = np.asarray(pos), np.asarray(x_axis), np.asarray(y_axis)
-        if on_hand:
-            hp, hq = self._link_pose(self._hand)
+        mount = self._cameras[camera]
+        eye, xa, ya = np.asarray(mount.pos), np.asarray(mount.x_axis), np.asarray(mount.y_axis)
+        if camera in self._camera_links:
+            hp, hq = self._link_pose(self._camera_links[camera])
             R = np.asarray(pb.getMatrixFromQuaternion(hq), dtype=np.float64).reshape(3, 3)
             eye, xa, ya = hp + R @ eye, R @ xa, R @ ya
         forward = -np.cross(xa, ya)  # a MuJoCo camera looks along its -z
@@ -366,12 +357,12 @@ class PybulletBackend:
         pb.resetBaseVelocity(body, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), physicsClientId=cid)
 
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """TCP world pose: position (3,) m, quaternion (4,) wxyz. The TCP sits ``TCP_D``
-        (0.1034 m) along the panda_hand z axis, as the MuJoCo ``tcp`` site and
-        panda_kinematics.fk (the URDF's panda_grasptarget, 0.105 m, is not Franka's TCP)."""
-        hp, hq = self._link_pose(self._hand)
+        """TCP world pose: position (3,) m, quaternion (4,) wxyz. The TCP is the frame of the
+        description's ``pybullet.tcp_link`` moved ``tcp_offset`` m along its z (as the MuJoCo
+        TCP site and the description's chain)."""
+        hp, hq = self._link_pose(self._tcp_link)
         R = np.asarray(pb.getMatrixFromQuaternion(hq), dtype=np.float64).reshape(3, 3)
-        return hp + TCP_D * R[:, 2], _wxyz(hq)
+        return hp + self.robot.pybullet.tcp_offset * R[:, 2], _wxyz(hq)
 
     def close(self) -> None:
         """Disconnect the physics client; safe to call twice."""
@@ -382,7 +373,7 @@ class PybulletBackend:
     # ---- helpers ----------------------------------------------------------------------
 
     def _command(self, targets: list[float]) -> None:
-        """Position targets (9,) for the arm joints (rad) and both fingers (m)."""
+        """Position targets (dof + f,) for the arm joints (rad) and every finger (m)."""
         pb.setJointMotorControlArray(
             self._robot,
             self._joints,

@@ -1,8 +1,9 @@
-"""PyBullet backend for a differential-drive base: the Husky (pybullet_data
-``husky/husky.urdf``) on a flat floor with the task's goal marker and obstacles.
+"""PyBullet backend for any differential-drive base (a ``MobileBaseDescription``: its URDF or
+loader, wheels, lidar and cameras) on a flat floor with the task's goal marker and obstacles
+(tether.sim.base_scene).
 
 A twist action becomes left/right wheel speed targets through the diff-drive kinematics
-(the URDF's track width and wheel radius); the wheels run in velocity control with a torque
+(the description's track width and wheel radius); the wheels run in velocity control with a torque
 limit, so the base skids and slips as a real skid-steer base does. Wheel odometry integrates
 the encoder angles; a 2D lidar is a batch of ray casts (``rayTestBatch``).
 
@@ -12,37 +13,28 @@ call, so several backends coexist in one process.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
-import re
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
 from tether.core.protocols import Task
+from tether.core.robot import RobotDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
-from tether.sim.pybullet.config_pybullet import PybulletConfig
+from tether.sim import base_scene as scene
+from tether.sim.base_scene import BASE_BODY, mobile_base
+from tether.sim.pybullet.config_pybullet import PybulletMobileBaseConfig
 from tether.sim.robots import diff_drive as dd
-from tether.sim.robots import husky
 from tether.sim.scoring import score_step
 
 try:
     import pybullet as pb
-    import pybullet_data
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("pybullet", "pybullet", "The PyBullet backend") from exc
 
-URDF = "husky/husky.urdf"
-BASE_BODY = "base_footprint"
-# wheel motor torque limit (N m): enough to skid-turn in place on a mu = 1 floor
-WHEEL_TORQUE = 60.0
-# effective track / geometric track at which the mean yaw rate of a turn in place matches the
-# commanded one (0.5-2 rad/s) on this floor (diff_drive_controller's
-# wheel_separation_multiplier; Clearpath uses 1.875 on the real Husky)
-SEPARATION_MULTIPLIER = 1.4
 FLOOR_FRICTION = 1.0
 NEAR, FAR = 0.05, 50.0
 
@@ -55,29 +47,28 @@ def _wxyz(q_xyzw: Any) -> np.ndarray:
 class PybulletMobileBase:
     """SimBackend on PyBullet for a mobile base. Action (2,): twist (vx m/s, wz rad/s).
 
-    Observation keys: ``state`` (13,) wheel odometry + wheel angles/speeds (see
-    ``husky.husky_spec``), ``scan`` (n_beams,) lidar ranges (m), ``base_pose`` (7,) the true
+    Observation keys: ``state`` (5 + 2 wheels,) wheel odometry + wheel angles/speeds (see
+    ``MobileBaseDescription``), ``scan`` (n_beams,) lidar ranges (m), ``base_pose`` (7,) the true
     base_footprint position + wxyz quaternion (ground truth, for tasks and logs; a policy
     meant for hardware should use the odometry), ``env_state`` (7 * len(task.objects),) pose
     of each task object, ``images/<cam>`` when ``cfg.render_in_obs``. All float32.
     """
 
-    def __init__(self, cfg: PybulletConfig, robot: str = "husky", task: Task | None = None) -> None:
-        if robot != "husky":
-            raise ConfigError(
-                f"the PyBullet mobile-base backend has no robot '{robot}' (available: husky)"
-            )
+    def __init__(
+        self, cfg: PybulletMobileBaseConfig, robot: RobotDescription, task: Task | None = None
+    ) -> None:
+        desc = self.robot = mobile_base(robot, "PyBullet")
         objects = tuple(task.objects) if task is not None else ()
-        husky.check_objects(objects, "PyBullet")
+        scene.check_objects(objects, "PyBullet")
         for cam in cfg.cameras:
-            if cam.name not in husky.CAMERAS:
+            if cam.name not in desc.cameras:
                 raise ConfigError(
-                    f"sim.cameras: the husky has no camera '{cam.name}' "
-                    f"(available: {', '.join(husky.CAMERAS)})"
+                    f"sim.cameras: robot '{desc.name}' has no camera '{cam.name}' "
+                    f"(available: {', '.join(desc.cameras)})"
                 )
         self.cfg = cfg
         self.task = task
-        self.spec = husky.husky_spec(cfg.control_hz, cfg.cameras)
+        self.spec = desc.spec(cfg.control_hz, cfg.cameras)
         self._objects = objects
         self._max_duration = getattr(task, "max_duration_s", None)
         self._steps = 0
@@ -85,10 +76,11 @@ class PybulletMobileBase:
         self.substeps = max(1, math.ceil(control_dt / cfg.physics_dt - 1e-9))
         self.physics_dt = control_dt / self.substeps
         mb = cfg.mobile_base
-        mult = mb.wheel_separation_multiplier or SEPARATION_MULTIPLIER
-        self.track = husky.TRACK_WIDTH * mult
-        self.odometry = dd.WheelOdometry(self.track, husky.WHEEL_RADIUS)
-        self.limiter = dd.TwistLimiter(husky.MAX_LINEAR_ACCEL, husky.MAX_ANGULAR_ACCEL)
+        mult = mb.wheel_separation_multiplier or desc.pybullet.separation_multiplier
+        self.track = desc.track_width * mult
+        self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius)
+        self.limiter = dd.TwistLimiter(desc.max_linear_accel, desc.max_angular_accel)
+        self._side = desc.wheel_side
         self._angles = dd.beam_angles(mb.lidar.n_beams, mb.lidar.fov_deg)
         self._noise = np.random.default_rng(0)
 
@@ -131,7 +123,12 @@ class PybulletMobileBase:
             pb.getJointInfo(self._robot, j, physicsClientId=cid)[1].decode(): j
             for j in range(pb.getNumJoints(self._robot, physicsClientId=cid))
         }
-        self._wheels = [joints[n] for n in husky.WHEEL_JOINTS]
+        missing = [n for n in self.robot.wheel_joints if n not in joints]
+        if missing:
+            raise ConfigError(
+                f"robot '{self.robot.name}': its PyBullet model has no joint '{missing[0]}'"
+            )
+        self._wheels = [joints[n] for n in self.robot.wheel_joints]
         for w in self._wheels:
             pb.changeDynamics(
                 self._robot,
@@ -142,14 +139,14 @@ class PybulletMobileBase:
                 physicsClientId=cid,
             )
         # wheels hold still (velocity 0, torque-limited) until commanded, as motor drivers do
-        self._drive([0.0] * 4)
+        self._drive([0.0] * len(self._wheels))
 
         self._bodies: dict[str, int] = {}
         for name in self._objects:
             if name == "goal":
                 vis = pb.createVisualShape(
                     pb.GEOM_CYLINDER,
-                    radius=husky.GOAL_RADIUS,
+                    radius=scene.GOAL_RADIUS,
                     length=0.01,
                     rgbaColor=(0.1, 0.8, 0.2, 0.6),
                     physicsClientId=cid,
@@ -158,54 +155,43 @@ class PybulletMobileBase:
             else:
                 col = pb.createCollisionShape(
                     pb.GEOM_CYLINDER,
-                    radius=husky.OBSTACLE_RADIUS,
-                    height=husky.OBSTACLE_HEIGHT,
+                    radius=scene.OBSTACLE_RADIUS,
+                    height=scene.OBSTACLE_HEIGHT,
                     physicsClientId=cid,
                 )
                 vis = pb.createVisualShape(
                     pb.GEOM_CYLINDER,
-                    radius=husky.OBSTACLE_RADIUS,
-                    length=husky.OBSTACLE_HEIGHT,
+                    radius=scene.OBSTACLE_RADIUS,
+                    length=scene.OBSTACLE_HEIGHT,
                     rgbaColor=(0.8, 0.35, 0.1, 1.0),
                     physicsClientId=cid,
                 )
             self._bodies[name] = pb.createMultiBody(
-                0.0, col, vis, (*husky.PARKING, 0.0), physicsClientId=cid
+                0.0, col, vis, (*scene.PARKING, 0.0), physicsClientId=cid
             )
 
     def _load_robot(self) -> int:
-        """Load the Husky URDF with absolute mesh paths and a 1 g inertial on its frame-only
-        links (PyBullet would give each 1 kg and the robot 6 kg too many)."""
-        urdf = Path(pybullet_data.getDataPath()) / URDF
-        text = urdf.read_text().replace('filename="meshes/', f'filename="{urdf.parent}/meshes/')
-        tiny = (
-            '<inertial><mass value="0.001"/><origin xyz="0 0 0"/>'
-            '<inertia ixx="1e-6" ixy="0" ixz="0" iyy="1e-6" iyz="0" izz="1e-6"/></inertial>'
-        )
-        text = re.sub(r'<link name="([^"]+)"/>', rf'<link name="\1">{tiny}</link>', text)
-        # one contact point per wheel (as the MuJoCo model): Bullet's cylinder-plane contact
-        # jumps between 1 and 4 points, which makes skid-steer turning erratic
-        text = text.replace(
-            f'<cylinder length="{husky.WHEEL_WIDTH}" radius="{husky.WHEEL_RADIUS}"/>',
-            f'<sphere radius="{husky.WHEEL_RADIUS}"/>',
-        )
-
-        def add_inertial(m: re.Match[str]) -> str:
-            body = m.group(0)
-            return body if "<inertial>" in body else body.replace("</link>", tiny + "</link>")
-
-        text = re.sub(r"<link name=\"[^\"]+\">.*?</link>", add_inertial, text, flags=re.S)
-        with tempfile.TemporaryDirectory(prefix="tether_husky_") as tmp:
-            path = Path(tmp) / "husky.urdf"
-            path.write_text(text)
-            return int(
-                pb.loadURDF(
-                    str(path),
-                    (0.0, 0.0, 0.0),
-                    flags=pb.URDF_USE_INERTIA_FROM_FILE,
-                    physicsClientId=self._cid,
-                )
+        """The robot's body id: its URDF (base at the origin) or its loader."""
+        desc, cid = self.robot, self._cid
+        assets = desc.pybullet
+        if assets.loader is not None:
+            module, _, attr = assets.loader.partition(":")
+            try:
+                loader = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                raise ConfigError(
+                    f"robot '{desc.name}': pybullet.loader '{assets.loader}' cannot be imported"
+                ) from None
+            return int(loader(pb, cid))
+        assert assets.urdf is not None
+        path = desc.asset(assets.urdf)
+        if not path.is_file():
+            raise ConfigError(f"robot '{desc.name}': URDF {path} not found")
+        return int(
+            pb.loadURDF(
+                str(path), (0.0, 0.0, 0.0), flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=cid
             )
+        )
 
     # ---- SimBackend -------------------------------------------------------------------
 
@@ -223,9 +209,9 @@ class PybulletMobileBase:
         pb.resetBaseVelocity(self._robot, (0, 0, 0), (0, 0, 0), physicsClientId=cid)
         for w in self._wheels:
             pb.resetJointState(self._robot, w, 0.0, 0.0, physicsClientId=cid)
-        self._drive([0.0] * 4)
+        self._drive([0.0] * len(self._wheels))
         for name in self._bodies:
-            self.set_body_pose(name, np.array([*husky.PARKING, 0.0]), np.array([1.0, 0, 0, 0]))
+            self.set_body_pose(name, np.array([*scene.PARKING, 0.0]), np.array([1.0, 0, 0, 0]))
         if self.task is not None:
             self.task.reset(self, rng)
         # settle the suspension-less chassis on its wheels before time starts
@@ -247,8 +233,8 @@ class PybulletMobileBase:
         a = np.clip(a, self.spec.action.low_array(), self.spec.action.high_array())
         dt = self.spec.dt
         twist = self.limiter.step(a, dt) if self.cfg.mobile_base.limit_acceleration else a
-        left, right = dd.wheel_speeds(twist[0], twist[1], self.track, husky.WHEEL_RADIUS)
-        self._drive([left if s > 0 else right for s in husky.WHEEL_SIDE])
+        left, right = dd.wheel_speeds(twist[0], twist[1], self.track, self.robot.wheel_radius)
+        self._drive([left if s > 0 else right for s in self._side])
         for _ in range(self.substeps):
             pb.stepSimulation(physicsClientId=self._cid)
         self._steps += 1
@@ -258,7 +244,8 @@ class PybulletMobileBase:
     def render(self, camera: str) -> np.ndarray:
         """Image (H, W, 3) uint8 from a camera fixed to the base (CPU TinyRenderer)."""
         cam = self.spec.camera(camera)
-        eye_l, target_l = husky.CAMERAS[camera]
+        mount = self.robot.cameras[camera]
+        eye_l, target_l = mount.eye, mount.target
         pos, quat = self.body_pose(BASE_BODY)
         R = _rot(quat)
         eye, target = pos + R @ np.asarray(eye_l), pos + R @ np.asarray(target_l)
@@ -311,7 +298,7 @@ class PybulletMobileBase:
         lidar = self.cfg.mobile_base.lidar
         pos, quat = self.body_pose(BASE_BODY)
         R = _rot(quat)
-        origin = pos + R @ np.asarray(husky.LIDAR_XYZ)
+        origin = pos + R @ np.asarray(self.robot.lidar_xyz)
         dirs = np.stack([np.cos(self._angles), np.sin(self._angles), np.zeros_like(self._angles)])
         dirs = (R @ dirs).T
         start = np.broadcast_to(origin, dirs.shape)
@@ -340,7 +327,7 @@ class PybulletMobileBase:
             raise ValueError(f"body '{name}' is not a task body ({', '.join(self._bodies)})")
         w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
         p = np.asarray(pos, dtype=np.float64).copy()
-        p[2] = 0.005 if name == "goal" else husky.OBSTACLE_HEIGHT / 2
+        p[2] = 0.005 if name == "goal" else scene.OBSTACLE_HEIGHT / 2
         pb.resetBasePositionAndOrientation(
             self._bodies[name], p.tolist(), (x, y, z, w), physicsClientId=self._cid
         )
@@ -358,20 +345,20 @@ class PybulletMobileBase:
     # ---- helpers ----------------------------------------------------------------------
 
     def _drive(self, speeds: list[float]) -> None:
-        """Wheel speed targets (rad/s) in WHEEL_JOINTS order."""
+        """Wheel speed targets (rad/s) in the description's wheel_joints order."""
         pb.setJointMotorControlArray(
             self._robot,
             self._wheels,
             pb.VELOCITY_CONTROL,
             targetVelocities=speeds,
-            forces=[WHEEL_TORQUE] * 4,
+            forces=[self.robot.wheel_torque] * len(speeds),
             physicsClientId=self._cid,
         )
 
     def _side_angles(self) -> tuple[float, float]:
         """Mean encoder angle (rad) of the left and of the right wheels."""
         states = pb.getJointStates(self._robot, self._wheels, physicsClientId=self._cid)
-        return dd.side_angles(np.array([s[0] for s in states]), husky.WHEEL_SIDE)
+        return dd.side_angles(np.array([s[0] for s in states]), self._side)
 
     def __enter__(self) -> PybulletMobileBase:
         return self

@@ -1,6 +1,7 @@
-"""PyBullet quadrotor backend: N Crazyflies (sim/assets/crazyflie/crazyflie.urdf) over a
-floor plane, behind the SimBackend contract (``tether.sim.quadrotor.world`` holds the
-engine-independent part and documents actions and observations).
+"""PyBullet quadrotor backend: N drones of one multirotor description (its folder's URDF,
+``MultirotorDescription.pybullet``) over a floor plane, behind the SimBackend contract
+(``tether.sim.quadrotor.world`` holds the engine-independent part and documents actions and
+observations).
 
 Each rotor's thrust is an external force along body +z at the rotor's position
 (``applyExternalForce`` in LINK_FRAME); the remaining body torque (rotor reaction yaw
@@ -11,13 +12,13 @@ client (``p.connect(p.DIRECT)``) and passes its id on every call.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
-from tether.sim.config_sim import TableSimConfig
-from tether.sim.quadrotor.crazyflie import GRAVITY
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import GRAVITY
+from tether.sim.pybullet.config_pybullet import PybulletQuadrotorConfig
 from tether.sim.quadrotor.dynamics import quat_rotate
 from tether.sim.quadrotor.loads import rotate
 from tether.sim.quadrotor.world import CAMERAS, FAR, NEAR, QuadrotorWorld
@@ -27,18 +28,22 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("pybullet", "pybullet", "The PyBullet backend") from exc
 
-URDF = Path(__file__).resolve().parent.parent / "assets" / "crazyflie" / "crazyflie.urdf"
 TARGET_RADIUS = 0.03
 FLOOR_HALF = 6.0  # m
 
 
 class PybulletQuadrotorBackend(QuadrotorWorld):
-    """SimBackend on PyBullet for ``robot: crazyflie``; see QuadrotorWorld for the layout."""
+    """SimBackend on PyBullet for a quadcopter robot; see QuadrotorWorld for the layout."""
 
     engine = "PyBullet"
 
-    def __init__(self, cfg: TableSimConfig, robot: str = "crazyflie", task: object = None) -> None:
+    def __init__(
+        self, cfg: PybulletQuadrotorConfig, robot: RobotDescription, task: object = None
+    ) -> None:
         super().__init__(cfg, robot, task)
+        self._urdf = self.robot.asset(self.robot.pybullet.urdf)
+        if not self._urdf.is_file():
+            raise ConfigError(f"robot '{self.robot.name}': URDF {self._urdf} not found")
         if not cfg.headless and not os.environ.get("DISPLAY"):
             raise ConfigError(
                 "sim.headless=false needs a display (DISPLAY is not set); "
@@ -68,7 +73,7 @@ class PybulletQuadrotorBackend(QuadrotorWorld):
         self._drones = [
             int(
                 pb.loadURDF(
-                    str(URDF),
+                    str(self._urdf),
                     basePosition=(0.0, 0.0, 1.0),
                     flags=pb.URDF_USE_INERTIA_FROM_FILE,
                     physicsClientId=cid,

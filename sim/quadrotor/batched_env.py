@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, QuadrotorParams
+from tether.core.errors import ConfigError
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import MultirotorDescription, QuadrotorParams
+from tether.robots.crazyflie.robot import CRAZYFLIE
 from tether.sim.quadrotor.dynamics import (
     QuadrotorDynamics,
     clamp_to_floor,
@@ -95,7 +98,10 @@ def hover_success(
 
 
 class BatchedHoverEnv:
-    """N Crazyflies learning to hover; see the module docstring for the episode definition."""
+    """N drones learning to hover (a ``tether.core.protocols.BatchedEnv``); see the module
+    docstring for the episode definition. ``params``: the drone (default: the Crazyflie)."""
+
+    success_radius = SUCCESS_RADIUS
 
     def __init__(
         self,
@@ -179,3 +185,26 @@ class BatchedHoverEnv:
         self._reset_where(terminated | truncated)
         info = {"success": success, "final_obs": final_obs, "distance": dist}
         return self.observe(), reward.astype(np.float32), terminated, truncated, info
+
+
+def batched_hover_env(
+    n: int,
+    *,
+    robot: RobotDescription,
+    coarse: bool = False,
+    seed: int | None = None,
+    episode_s: float = EPISODE_S,
+) -> BatchedHoverEnv:
+    """The hover episode for ``n`` drones of ``robot`` (a multirotor description), on the
+    reference model (2 ms RK4 steps) or with ``coarse`` on the training model (one 10 ms step
+    per control step, ``coarse_env``). Registered as backend "batched/quadcopter": trainers
+    get it through the registry."""
+    if not isinstance(robot, MultirotorDescription):
+        raise ConfigError(
+            f"the batched hover simulator flies multirotors; robot '{robot.name}' is a {robot.kind}"
+        )
+    if coarse:
+        from tether.sim.quadrotor.coarse_env import CoarseHoverEnv
+
+        return CoarseHoverEnv(n, params=robot.params, episode_s=episode_s, seed=seed)
+    return BatchedHoverEnv(n, params=robot.params, episode_s=episode_s, seed=seed)

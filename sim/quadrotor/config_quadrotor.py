@@ -1,7 +1,8 @@
 """Options of a quadrotor world: the ``sim.quadrotor`` section of an experiment YAML.
 
-Light: pydantic only. Used by both drone backends (PyBullet, MuJoCo) and ignored by arm
-backends, so every sim config carries it with defaults and Panda configs stay valid::
+Light: pydantic only. Only the engines' quadcopter config classes carry it
+(:class:`QuadrotorSimConfig`), so an arm or base experiment that sets it is an unknown-field
+error::
 
     robot: crazyflie
     sim:
@@ -17,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.core.config import ComponentConfig
+from tether.sim.config_sim import TableSimConfig
 
 
 class QuadrotorConfig(BaseModel):
@@ -24,7 +26,7 @@ class QuadrotorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # what one drone's (4,) action means; see tether.sim.quadrotor.crazyflie.crazyflie_spec
+    # what one drone's (4,) action means; see tether.robots.crazyflie.robot.crazyflie_spec
     action_mode: Literal["rotor_rpm", "thrust_rates", "velocity_setpoint"] = "rotor_rpm"
     # drones in one world; actions/observations concatenate per drone (docs/quadrotor.md)
     num_drones: int = Field(1, ge=1, le=64)
@@ -41,6 +43,18 @@ class QuadrotorConfig(BaseModel):
     def robot_options(self) -> dict[str, object]:
         """Keyword arguments of the robot spec factory (``crazyflie_robot``)."""
         return {"mode": self.action_mode, "num_drones": self.num_drones}
+
+
+class QuadrotorSimConfig(TableSimConfig):
+    """An engine's sim section for a drone world: the engine's fields plus ``quadrotor:``
+    (each engine's quadcopter config derives from it and from the engine's config)."""
+
+    # action mode, drone count, aerodynamics
+    quadrotor: QuadrotorConfig = Field(default_factory=QuadrotorConfig)
+
+    def robot_options(self, kind: str) -> dict[str, object]:
+        """Extra keyword arguments of the robot's spec factory (tether.core.experiment)."""
+        return self.quadrotor.robot_options() if kind == "quadcopter" else {}
 
 
 class QuadPIDConfig(ComponentConfig):

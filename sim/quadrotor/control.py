@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, GRAVITY, QuadrotorParams
+from tether.core.robot_kinds import GRAVITY, QuadrotorParams
+from tether.robots.crazyflie.robot import CRAZYFLIE
 from tether.sim.quadrotor.dynamics import _cross, quat_to_rotmat, quat_yaw
 
 

@@ -5,7 +5,8 @@ State, shape (N, 13), float64:
     [3:7]   attitude quaternion wxyz, rotates body (FLU) vectors into the world
     [7:10]  linear velocity, m/s, world
     [10:13] angular velocity, rad/s, body
-Rotor speeds are a separate array of shape (N, 4), rpm, numbered as in ``crazyflie.py``.
+Rotor speeds are a separate array of shape (N, 4), rpm, by rotor index
+(``QuadrotorParams.rotors``).
 
 Model (each term can be switched off):
     thrust_i = kf rpm_i^2 (+ ground effect), along body +z at rotor i's position
@@ -26,7 +27,8 @@ from typing import Literal
 
 import numpy as np
 
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, GRAVITY, QuadrotorParams
+from tether.core.robot_kinds import GRAVITY, QuadrotorParams
+from tether.robots.crazyflie.robot import CRAZYFLIE
 
 STATE_DIM = 13
 # the largest physics step we accept; RK4 is accurate far beyond, but motor lag (30 ms)

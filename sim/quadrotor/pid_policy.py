@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from tether.core import registry
+from tether.core.errors import ConfigError
+from tether.core.robot_kinds import MultirotorDescription
 from tether.core.spec import RobotSpec
 from tether.core.types import ActionChunk, Observation
 from tether.sim.quadrotor.config_quadrotor import QuadPIDConfig
@@ -28,14 +30,20 @@ YAW_P = 2.0
 
 
 class QuadPIDPolicy:
-    """PID for ``spec.action.dim // 4`` drones; ``task`` is the experiment's task config."""
+    """PID for ``spec.action.dim // 4`` drones of the robot ``spec.name`` (its mixer and
+    mass from its description); ``task`` is the experiment's task config."""
 
     def __init__(self, cfg: QuadPIDConfig, spec: RobotSpec, task: Any = None) -> None:
+        desc = registry.load("robot", spec.name)
+        if not isinstance(desc, MultirotorDescription):
+            raise ConfigError(
+                f"the quad_pid policy flies multirotors; robot '{spec.name}' is a {desc.kind}"
+            )
         self.cfg = cfg
         self.spec = spec
         self.n = spec.action.dim // 4
         self.mode = spec.action.mode
-        self.pid = CascadedPID(self.n)
+        self.pid = CascadedPID(self.n, desc.params)
         self._task = None
         if cfg.feedforward and task is not None:
             built = registry.build("task", task)

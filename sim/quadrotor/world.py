@@ -1,4 +1,5 @@
-"""The engine-independent half of a quadrotor backend: N Crazyflies in one world.
+"""The engine-independent half of a quadrotor backend: N drones of one
+``MultirotorDescription`` (its params, spec and assets) in one world.
 
 :class:`QuadrotorWorld` implements the SimBackend contract once (action checks, the three
 action modes through :class:`CascadedPID`, the motor model, the aerodynamic loads of
@@ -28,11 +29,17 @@ from typing import Any
 import numpy as np
 
 from tether.core.errors import ConfigError, InvalidCommand
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import MultirotorDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
-from tether.sim.config_sim import TableSimConfig
+from tether.sim.quadrotor.config_quadrotor import QuadrotorSimConfig
 from tether.sim.quadrotor.control import CascadedPID
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, crazyflie_robot, formation_offsets
 from tether.sim.quadrotor.dynamics import MAX_DT, QuadrotorDynamics, hover_state
+from tether.sim.quadrotor.features import (
+    hover_features,
+    linear_from_normalized,
+    rpm_from_normalized,
+)
 from tether.sim.quadrotor.loads import DroneLoads
 
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
@@ -62,17 +69,38 @@ def split_drones(obs: Observation, n: int) -> list[Observation]:
     return out
 
 
+def formation_offsets(n: int, spacing: float = 1.0) -> np.ndarray:
+    """World offsets (m) of n drones' tasks: a line along y centred on 0. Shape: (n, 3)."""
+    out = np.zeros((n, 3))
+    out[:, 1] = spacing * (np.arange(n) - (n - 1) / 2.0)
+    return out
+
+
+def multirotor(robot: RobotDescription, engine: str) -> MultirotorDescription:
+    """``robot`` as a multirotor description, or a one-line ConfigError."""
+    if robot.kind != "quadcopter":
+        raise ConfigError(
+            f"the {engine} quadrotor backend simulates quadcopters; robot '{robot.name}' is "
+            f"a {robot.kind}"
+        )
+    if not isinstance(robot, MultirotorDescription):
+        raise ConfigError(
+            f"robot '{robot.name}' has no MultirotorDescription (params, assets): the {engine} "
+            "quadrotor backend needs one"
+        )
+    return robot
+
+
 class QuadrotorWorld:
-    """SimBackend of ``cfg.quadrotor.num_drones`` Crazyflies; engine subclasses fill in
-    the ``_engine_*`` methods, ``render`` and ``close``. Layout in the module docstring."""
+    """SimBackend of ``cfg.quadrotor.num_drones`` drones of one multirotor description;
+    engine subclasses fill in the ``_engine_*`` methods, ``render`` and ``close``. Layout in
+    the module docstring. Also a ``LearningView`` (tether.core.protocols): the features and
+    normalized actions of tether.sim.quadrotor.batched_env."""
 
     engine = "none"
 
-    def __init__(self, cfg: TableSimConfig, robot: str = "crazyflie", task: Any = None) -> None:
-        if robot != "crazyflie":
-            raise ConfigError(
-                f"the {self.engine} quadrotor backend has no robot '{robot}' (available: crazyflie)"
-            )
+    def __init__(self, cfg: QuadrotorSimConfig, robot: RobotDescription, task: Any = None) -> None:
+        desc = self.robot = multirotor(robot, self.engine)
         unknown = [o for o in getattr(task, "objects", ()) if o != "target"]
         if unknown:
             raise ConfigError(
@@ -88,13 +116,16 @@ class QuadrotorWorld:
         self.cfg = cfg
         self.task = task
         self.num_drones = n = q.num_drones
-        self.params = CRAZYFLIE if q.motor_lag else CRAZYFLIE.model_copy(update={"motor_tau": 0.0})
+        params = desc.params
+        self.params = params if q.motor_lag else params.model_copy(update={"motor_tau": 0.0})
         self.dynamics = QuadrotorDynamics(self.params, drag=q.drag, ground_effect=q.ground_effect)
         self.pid = CascadedPID(n, self.params)
         # the per-physics-step work in floats (loads.py); the numpy model is its reference
         self._loads = DroneLoads(self.dynamics, self.pid.gains)
-        self.spec = crazyflie_robot(cfg.control_hz, cfg.cameras, q.action_mode, n)
+        self.spec = desc.spec(cfg.control_hz, cfg.cameras, **q.robot_options())
         self.mode = q.action_mode
+        self._low = self.spec.action.low_array().astype(np.float64)
+        self._high = self.spec.action.high_array().astype(np.float64)
         # world offset (m) of each drone's task: a line along y
         self.offsets = formation_offsets(n, q.spacing)
         self.drone_names = tuple(f"cf{i}" for i in range(n))
@@ -286,6 +317,21 @@ class QuadrotorWorld:
         states[i, 3:7] = q
         self._engine_set_states(states)
         self._states = None
+
+    # ---- LearningView -------------------------------------------------------------------
+
+    def features(self, obs: Observation) -> np.ndarray:
+        """Per drone its state relative to its task reference (features.hover_features):
+        shape (18 N,) float32, BatchedHoverEnv's observation drone by drone."""
+        return hover_features(obs["state"], obs["env_state"], self.num_drones)
+
+    def from_normalized(self, action: np.ndarray) -> np.ndarray:
+        """Normalized action (4 N,) in [-1, 1] -> this world's action (4 N,) float64:
+        ``rotor_rpm`` around hover as BatchedHoverEnv (hover_rpm (1 + 0.5 a)); other modes
+        linear onto the spec's [low, high]. NaN -> 0."""
+        if self.mode == "rotor_rpm":
+            return rpm_from_normalized(action, self.params.hover_rpm)
+        return linear_from_normalized(action, self._low, self._high)
 
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Drone 0's pose (the protocol's end effector): position (3,), quaternion (4,)."""

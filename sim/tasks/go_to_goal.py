@@ -7,10 +7,10 @@ import math
 import numpy as np
 
 from tether.core.protocols import SimBackend
+from tether.sim.base_scene import BASE_BODY as BASE
 from tether.sim.tasks.config_base_tasks import GoToGoalConfig, _BaseTaskConfig
 
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
-BASE = "base_footprint"
 
 
 def goal_distance(sim: SimBackend) -> float:

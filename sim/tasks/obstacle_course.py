@@ -6,18 +6,25 @@ import math
 
 import numpy as np
 
+from tether.core.errors import ConfigError
 from tether.core.protocols import SimBackend
-from tether.sim.robots import husky
+from tether.core.robot_kinds import MobileBaseDescription
+from tether.sim.base_scene import OBSTACLE_RADIUS
 from tether.sim.robots.diff_drive import yaw_of
 from tether.sim.tasks.config_base_tasks import ObstacleCourseConfig
 from tether.sim.tasks.go_to_goal import BASE, IDENTITY, goal_distance, place_goal
 
-# half-extents (m) of the base's outline: chassis length, outer wheel faces
-BASE_HALF = np.array([husky.CHASSIS_SIZE[0] / 2, husky.TRACK_WIDTH / 2 + husky.WHEEL_WIDTH / 2])
-# radius (m) of the circle around the outline, kept free of obstacles at the start
-BASE_RADIUS = float(np.linalg.norm(BASE_HALF))
 # tries per obstacle before the rejection sampler gives up on placing it
 MAX_TRIES = 200
+
+
+def base_outline(sim: SimBackend) -> np.ndarray:
+    """Half-extents (2,) m of the base's outline seen from above (its description's
+    ``footprint``: chassis length, outer wheel faces)."""
+    desc = getattr(sim, "robot", None)
+    if not isinstance(desc, MobileBaseDescription):
+        raise ConfigError("the obstacle course needs a mobile-base backend (sim.robot)")
+    return np.asarray(desc.footprint, dtype=np.float64)
 
 
 class ObstacleCourseTask:
@@ -43,14 +50,16 @@ class ObstacleCourseTask:
         length = float(np.linalg.norm(line))
         u = line / length
         n = np.array([-u[1], u[0]])
-        r = husky.OBSTACLE_RADIUS
+        r = OBSTACLE_RADIUS
+        # the circle around the base's outline stays free of obstacles at the start
+        base_radius = float(np.linalg.norm(base_outline(sim)))
         placed: list[np.ndarray] = []
         for i, name in enumerate(self.obstacles):
             for _ in range(MAX_TRIES):
                 along = rng.uniform(*c.along_range) * length
                 half = 0.3 if (i == 0 and c.block_line) else c.corridor_half_width
                 p = start + along * u + rng.uniform(-half, half) * n
-                if np.linalg.norm(p - start) < r + c.min_gap + BASE_RADIUS:
+                if np.linalg.norm(p - start) < r + c.min_gap + base_radius:
                     continue
                 if np.linalg.norm(p - goal) < r + c.min_gap:
                     continue
@@ -61,16 +70,18 @@ class ObstacleCourseTask:
                 break
 
     def clearance(self, sim: SimBackend) -> float:
-        """Distance (m) from the base's outline (chassis and wheels, 1.01 x 0.69 m) to the
-        nearest obstacle surface (<= 0: touching); inf without obstacles."""
+        """Distance (m) from the base's outline (chassis and wheels; the Husky's is
+        1.01 x 0.69 m) to the nearest obstacle surface (<= 0: touching); inf without
+        obstacles."""
+        half = base_outline(sim)
         pos, quat = sim.body_pose(BASE)
         yaw = yaw_of(quat)
         rot = np.array([[math.cos(yaw), math.sin(yaw)], [-math.sin(yaw), math.cos(yaw)]])
         gaps = []
         for o in self.obstacles:
             local = rot @ (sim.body_pose(o)[0][:2] - pos[:2])  # obstacle centre, base frame
-            outside = np.maximum(np.abs(local) - BASE_HALF, 0.0)
-            gaps.append(float(np.linalg.norm(outside)) - husky.OBSTACLE_RADIUS)
+            outside = np.maximum(np.abs(local) - half, 0.0)
+            gaps.append(float(np.linalg.norm(outside)) - OBSTACLE_RADIUS)
         return min(gaps) if gaps else math.inf
 
     def reward(self, sim: SimBackend) -> float:

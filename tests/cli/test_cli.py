@@ -35,6 +35,9 @@ def tether(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
         ),
         ("sim: {type: mujoco}\ntask: {type: lift}\npolicy: {type: hold}\n", "name"),
         ("name: x\nsim: {type: gazebo}\ntask: {type: lift}\npolicy: {type: hold}\n", "sim.type"),
+        # a variant of a shipped experiment (extends: resolves there by name)
+        ("extends: panda_lift_demo.yaml\nsim: {control_hz: -1}\n", "sim.control_hz"),
+        ("extends: no_such_experiment.yaml\nname: x\n", "extends"),
     ],
 )
 def test_malformed_config_gives_one_line_naming_the_field(tmp_path, content, field):
@@ -61,10 +64,42 @@ def test_check_prints_resolved_config(repo):
     assert "count: 3" in r.stdout and "type: mujoco" in r.stdout
 
 
-def test_list_shows_registry():
-    r = tether("list")
-    assert r.returncode == 0
-    assert "mujoco" in r.stdout and "scripted_expert" in r.stdout
+def test_plugins_lists_every_kind_and_each_robot_with_its_kind():
+    from tether.core import registry
+
+    r = tether("plugins")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    headers = [ln.split(" (")[0] for ln in lines if not ln.startswith(" ")]
+    assert headers == list(registry.KINDS)
+    rows = {tuple(ln.split()[:2]) for ln in lines if ln.startswith("  ")}
+    assert {("panda", "arm"), ("husky", "mobile_base"), ("crazyflie", "quadcopter")} <= rows
+    assert ("mujoco/arm", "tether.sim.mujoco.backend:MujocoBackend") in rows
+    assert ("scripted_expert", "tether.sim.experts.expert:ScriptedExpert") in rows
+    panda = next(ln for ln in lines if ln.split()[:1] == ["panda"])
+    assert "Franka" in panda and "robots/panda]" in panda  # summary and folder
+    assert tether("list").stdout == r.stdout
+
+
+def test_plugins_shows_a_new_robot_and_why_a_broken_one_fails(capsys):
+    """A newcomer's robot folder shows up with its kind; one whose description does not
+    load is listed with the error, the others still are, and the exit code says so."""
+    from tether.cli.main import main
+    from tether.core import registry
+
+    registry.register("robot", "newbot", "tether.robots.husky.robot:ROBOT")
+    registry.register("robot", "brokenbot", "tether.robots.no_such_robot.robot:ROBOT")
+    try:
+        code = main(["plugins"])
+    finally:
+        registry.unregister("robot", "newbot")
+        registry.unregister("robot", "brokenbot")
+    out = capsys.readouterr().out
+    assert code == 2
+    assert any(ln.split()[:2] == ["newbot", "mobile_base"] for ln in out.splitlines())
+    broken = next(ln for ln in out.splitlines() if ln.split()[:1] == ["brokenbot"])
+    assert "error: ModuleNotFoundError" in broken and "no_such_robot" in broken
+    assert any(ln.split()[:2] == ["panda", "arm"] for ln in out.splitlines())
 
 
 @pytest.mark.parametrize("teleop", ["scripted", "keyboard"])

@@ -6,13 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tether.core import registry
 from tether.core.errors import InvalidCommand, TetherError
 from tether.core.protocols import Robot
 from tether.hardware.mock.arm import MockArm, MockArmConfig
 from tether.hardware.mock.clock import ManualClock
-from tether.sim.robots.panda import ARM_MAX_VELOCITY, ARM_UPPER, HOME_ARM, panda_spec
+from tether.robots.panda.robot import ARM_MAX_VELOCITY, ARM_UPPER, HOME_ARM
 
 HOME = {f"panda_joint{i + 1}": q for i, q in enumerate(HOME_ARM)}
+
+
+def panda_spec():  # noqa: ANN201 - test helper
+    return registry.load("robot", "panda").spec()
 
 
 def make(latency: float = 0.05, accel: float = 10.0) -> tuple[MockArm, ManualClock]:
@@ -120,7 +125,25 @@ def test_rejects_bad_trajectories(points: np.ndarray, times: list[float], match:
 
 
 def test_rejects_non_position_robots() -> None:
-    from tether.sim.robots.husky import husky_spec
-
     with pytest.raises(TetherError, match="joint_position"):
-        MockArm(husky_spec())
+        MockArm(registry.load("robot", "husky").spec())
+
+
+def test_every_arm_reports_every_finger_from_the_gripper_element() -> None:
+    """By default a state name that is not an action element (an arm's other fingers)
+    follows the gripper element, for every registered arm; an explicit mirror wins."""
+    from tether.core.robot import ArmDescription
+
+    robots = [registry.load("robot", name) for name in registry.available("robot")]
+    arms = [d for d in robots if isinstance(d, ArmDescription)]
+    assert arms
+    for desc in arms:
+        spec = desc.spec()
+        arm = MockArm(spec, MockArmConfig(latency_s=0.0), clock=ManualClock())
+        arm.connect()
+        state = arm.get_observation()["state"]
+        assert state.shape == (len(spec.state_names),)
+        np.testing.assert_array_equal(state[desc.dof :], state[desc.dof])
+    spec = registry.load("robot", "panda").spec()
+    with pytest.raises(TetherError, match="cannot report state 'panda_finger_joint2'"):
+        MockArm(spec, MockArmConfig(mirror={}), clock=ManualClock())

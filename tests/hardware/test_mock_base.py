@@ -12,7 +12,7 @@ from tether.core.errors import InvalidCommand, TetherError
 from tether.core.protocols import Robot
 from tether.hardware.mock.base import MockBase, MockBaseConfig
 from tether.hardware.mock.clock import ManualClock
-from tether.sim.robots.husky import TRACK_WIDTH, WHEEL_RADIUS, husky_spec
+from tether.robots.husky.robot import TRACK_WIDTH, WHEEL_RADIUS, husky_spec
 
 
 def make(**cfg: float) -> tuple[MockBase, ManualClock]:
@@ -88,7 +88,9 @@ def test_rejects_bad_commands_and_robots() -> None:
         base.send_action(np.array([np.nan, 0.0]))
     with pytest.raises(InvalidCommand, match="shape"):
         base.send_action(np.zeros(3))
-    from tether.sim.robots.panda import panda_spec
+    from tether.core import registry
+
+    panda_spec = registry.load("robot", "panda").spec
 
     with pytest.raises(TetherError, match="mobile base"):
         MockBase(panda_spec())

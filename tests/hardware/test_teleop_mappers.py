@@ -1,10 +1,13 @@
-"""Teleop mappers: end-effector deltas move the Panda's TCP as commanded, within limits."""
+"""Teleop mappers: end-effector deltas move an arm's TCP as commanded, within limits (the
+Panda in detail; every registered arm through its description)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from tether.core import registry
+from tether.core.robot import ArmDescription
 from tether.hardware.teleop.command import TeleopCommand
 from tether.hardware.teleop.mappers import (
     ArmMapper,
@@ -13,17 +16,23 @@ from tether.hardware.teleop.mappers import (
     rotation_error,
     rotvec_to_matrix,
 )
-from tether.sim.robots import panda_kinematics as kin
-from tether.sim.robots.panda import ARM_MAX_VELOCITY, HOME_ARM, HOME_FINGER
+from tether.robots.panda.robot import ARM_MAX_VELOCITY, HOME_ARM, HOME_FINGER
 
 DT = 0.01
+PANDA = registry.load("robot", "panda")
+kin = PANDA.kinematics
+ARMS = [
+    name
+    for name in registry.available("robot")
+    if isinstance(registry.load("robot", name), ArmDescription)
+]
 
 
 def _mapper(**kw) -> ArmMapper:
     return ArmMapper(
         kin.jacobian,
-        kin.LOWER,
-        kin.UPPER,
+        kin.lower,
+        kin.upper,
         np.asarray(ARM_MAX_VELOCITY) * 0.8,
         DT,
         max_linear_speed=0.1,
@@ -80,7 +89,7 @@ def test_joint_limits_and_rates_respected_when_pushed_out_of_reach():
             a = m.step(TeleopCommand(linear=cmd, angular=(0.5, 0, 1), deadman=True), meas)
             q = a[:7]
             assert np.all(np.isfinite(a))
-            assert np.all(q >= kin.LOWER) and np.all(q <= kin.UPPER)
+            assert np.all(q >= kin.lower) and np.all(q <= kin.upper)
             assert np.all(np.abs(q - prev) <= np.asarray(ARM_MAX_VELOCITY) * 0.8 * DT + 1e-9)
             prev = q
             meas = np.array([*q, a[7], a[7]])  # a position servo that follows exactly
@@ -104,6 +113,35 @@ def test_mapper_restarts_from_measurement_after_reset():
     m.reset()
     a = m.step(TeleopCommand(deadman=True), _home())
     np.testing.assert_allclose(a[:7], HOME_ARM, atol=1e-9)
+
+
+def test_for_arm_takes_the_descriptions_facts():
+    """``ArmMapper.for_arm`` on the Panda is the hand-built mapper above."""
+    m = ArmMapper.for_arm(PANDA, DT, 0.8, max_linear_speed=0.1, max_angular_speed=0.5)
+    ref = _mapper()
+    np.testing.assert_array_equal(m.lower, ref.lower)
+    np.testing.assert_array_equal(m.upper, ref.upper)
+    np.testing.assert_allclose(m.max_step, ref.max_step)
+    assert m.gripper_range == ref.gripper_range
+    assert m.gripper_step == pytest.approx(ref.gripper_step)
+    cmd = TeleopCommand(linear=(1, 0, 0), angular=(0, 0, 1), deadman=True)
+    for _ in range(5):
+        np.testing.assert_array_equal(m.step(cmd, _home()), ref.step(cmd, _home()))
+
+
+@pytest.mark.parametrize("robot", ARMS)
+def test_every_arm_moves_its_tcp_as_commanded(robot):
+    desc = registry.load("robot", robot)
+    m = ArmMapper.for_arm(desc, DT, 0.8, max_linear_speed=0.1, max_angular_speed=0.5)
+    n_fingers = len(desc.gripper.joints)
+    meas = np.array([*desc.home, *[desc.gripper.home] * n_fingers])
+    p0, R0 = desc.kinematics.fk(meas[: desc.dof])
+    for _ in range(50):  # 0.5 s at 0.1 m/s along -z
+        a = m.step(TeleopCommand(linear=(0, 0, -1), deadman=True), meas)
+    assert a.shape == (desc.dof + 1,)
+    p1, R1 = desc.kinematics.fk(a[: desc.dof])
+    np.testing.assert_allclose(p1, p0 + [0.0, 0.0, -0.05], atol=1e-3)
+    assert np.linalg.norm(rotation_error(R0, R1)) < 1e-2
 
 
 def test_base_twist_nonholonomic_and_holonomic():

@@ -1,4 +1,6 @@
-"""The training simulators of the quad_hover trainer against the numpy reference model."""
+"""The training simulators of the quad_hover trainer against the numpy reference model, and
+how the trainer gets them: through the registry and the BatchedEnv protocol (that it never
+imports tether.sim is tests/test_layering.py's to check)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tether.policies.quad.coarse_env import CoarseHoverEnv  # noqa: E402
+from tether.core.protocols import BatchedEnv  # noqa: E402
 from tether.policies.quad.diff_sim import DiffQuadrotor  # noqa: E402
 from tether.policies.quad.model import hover_features  # noqa: E402
+from tether.policies.quad.simulators import hover_env  # noqa: E402
 from tether.sim.quadrotor.batched_env import BatchedHoverEnv  # noqa: E402
+from tether.sim.quadrotor.coarse_env import CoarseHoverEnv  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -20,6 +24,18 @@ torch.set_num_threads(1)
 def _open_loop(n: int, steps: int, seed: int = 1) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.uniform(-0.3, 0.3, (n, 4)) for _ in range(steps)]
+
+
+def test_the_trainer_gets_its_simulators_from_the_registry() -> None:
+    """simulators.hover_env builds the registered "batched/quadcopter" simulator for the
+    Crazyflie: the reference model, or the coarse training model; both are BatchedEnvs and
+    draw the same episodes for a seed as the classes they stand for."""
+    fine, coarse = hover_env(8, seed=2), hover_env(8, coarse=True, seed=2)
+    assert type(fine) is BatchedHoverEnv and type(coarse) is CoarseHoverEnv
+    for env in (fine, coarse):
+        assert isinstance(env, BatchedEnv)
+        assert env.success_radius == 0.1 and env.episode_steps * env.control_dt == 15.0
+    np.testing.assert_array_equal(fine.reset(2), BatchedHoverEnv(8, seed=2).reset(2))
 
 
 def test_coarse_env_tracks_the_fine_model() -> None:
@@ -93,7 +109,9 @@ class _ScriptedDistances:
     7-9 leave the 10 cm ball at t = 5 s, the others stay at 5 cm."""
 
     n, episode_steps, success_steps, control_dt = 10, 12, 10, 1.0
+    success_radius = 0.1
     target = np.zeros(3)
+    state = np.zeros((10, 13))
 
     def reset(self, seed: int) -> np.ndarray:
         self.t = 0

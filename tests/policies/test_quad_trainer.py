@@ -25,8 +25,8 @@ from tether.policies.quad.diff_sim import DiffQuadrotor  # noqa: E402
 from tether.policies.quad.evaluate import numpy_policy  # noqa: E402
 from tether.policies.quad.export import export_onnx  # noqa: E402
 from tether.policies.quad.model import HoverActor, HoverExport  # noqa: E402
+from tether.robots.crazyflie.robot import CRAZYFLIE  # noqa: E402
 from tether.sim.quadrotor.batched_env import BatchedHoverEnv  # noqa: E402
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE  # noqa: E402
 
 torch.set_num_threads(1)
 EXPERIMENT = Path(__file__).resolve().parents[2] / "configs/experiments/quad_hover.yaml"
@@ -141,7 +141,7 @@ def test_onnx_export_matches_torch_and_the_env_path(tmp_path: Path) -> None:
 def test_onnx_runtime_policy_serves_the_export(tmp_path: Path) -> None:
     from tether.policies.config_onnx import OnnxPolicyConfig
     from tether.policies.runtime import OnnxPolicy
-    from tether.sim.quadrotor.crazyflie import crazyflie_spec
+    from tether.robots.crazyflie.robot import crazyflie_spec
 
     actor = _lively_actor(2)
     save_checkpoint(tmp_path / "ckpt", actor, {"path": "batched"})

@@ -4,14 +4,14 @@ Each robot's limits are read from the robot's own description, never from the co
 test (``SafetyFilter``, ``SafetyConfig``, ``RobotSpec`` action bounds, ``command_limits``):
 
 - Panda: joint position ranges parsed from the MuJoCo model the simulator runs
-  (``sim/assets/panda/scene.xml``, joint ``range``, class defaults resolved), joint velocity
+  (``robots/panda/assets/scene.xml``, joint ``range``, class defaults resolved), joint velocity
   limits parsed from the URDF (pybullet_data ``franka_panda/panda.urdf``, ``<limit
   velocity>``; the MJCF carries none).
 - Husky: Clearpath's published base limits (its URDF has continuous wheel joints and no
   limits), quoted below with their source.
 - Crazyflie: rotor speed 0..max rpm, max rpm = sqrt(thrust_to_weight * m g / (4 kf)) computed
-  here from the mass in ``sim/assets/crazyflie/crazyflie.urdf`` and the raw constants of
-  ``sim/quadrotor/crazyflie.py`` (kf, thrust_to_weight, GRAVITY: gym-pybullet-drones cf2x),
+  here from the mass in ``robots/crazyflie/assets/crazyflie.urdf`` and the raw constants of
+  ``robots/crazyflie/robot.py`` (kf, thrust_to_weight, GRAVITY: gym-pybullet-drones cf2x),
   not from its ``max_rpm`` or the ActionSpec built from it.
 
 A wrong limit in the filter, the spec or a config therefore shows up as an unsafe action
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-PANDA_MJCF = REPO / "sim/assets/panda/scene.xml"
-CRAZYFLIE_URDF = REPO / "sim/assets/crazyflie/crazyflie.urdf"
+PANDA_MJCF = REPO / "robots/panda/assets/scene.xml"
+CRAZYFLIE_URDF = REPO / "robots/crazyflie/assets/crazyflie.urdf"
 
 # Clearpath Husky A200, husky_control/config/control.yaml (husky/husky on GitHub, e.g. commit
 # a087a3d), husky_velocity_controller: linear.x max_velocity 1.0 m/s, max_acceleration
@@ -174,11 +174,10 @@ def husky_limits() -> Limits:
 
 def crazyflie_max_rpm() -> float:
     """Rotor speed limit, rpm: the thrust of four rotors at it is thrust_to_weight x weight."""
-    from tether.sim.quadrotor import crazyflie as cf
+    from tether.robots.crazyflie import robot as cf
 
-    fields = cf.QuadrotorParams.model_fields
-    kf = float(fields["kf"].default)  # N / rpm^2 (cf2x.urdf "kf")
-    t2w = float(fields["thrust_to_weight"].default)  # cf2x.urdf "thrust2weight"
+    kf = float(cf.CRAZYFLIE.kf)  # N / rpm^2 (cf2x.urdf "kf")
+    t2w = float(cf.CRAZYFLIE.thrust_to_weight)  # cf2x.urdf "thrust2weight"
     mass = urdf_mass(CRAZYFLIE_URDF)  # kg
     return math.sqrt(t2w * mass * cf.GRAVITY / (4.0 * kf))
 
@@ -192,7 +191,7 @@ def crazyflie_limits() -> Limits:
         high=np.full(4, crazyflie_max_rpm()),
         max_rate=None,
         holds_position=False,
-        source="crazyflie.urdf mass; crazyflie.py kf, thrust_to_weight, GRAVITY",
+        source="crazyflie.urdf mass; robots/crazyflie/robot.py kf, thrust_to_weight, GRAVITY",
     )
 
 

@@ -25,10 +25,10 @@ from std_msgs.msg import Bool, String  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
 from tether.core.errors import ConfigError, InvalidCommand  # noqa: E402
+from tether.robots.husky.robot import husky_spec  # noqa: E402
 from tether.sim.config_mobile_base import LidarConfig  # noqa: E402
-from tether.sim.robots.husky import husky_spec  # noqa: E402
-from tether_ros import base_bridge as bb  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
+from tether_ros.kinds import mobile_base as bb  # noqa: E402
 from tether_ros.policy_server import PolicyServer  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
 
@@ -71,22 +71,22 @@ def test_twist_to_action_rejects_nan_anywhere():
 
 def test_wheel_layout_comes_from_the_state_names():
     assert bb.wheel_joints(husky_spec())[0] == "front_left_wheel"
-    from tether.sim.robots.panda import panda_spec
+    from tether.robots.panda.robot import ROBOT as PANDA
 
     with pytest.raises(ConfigError, match="mobile-base state layout"):
-        bb.wheel_joints(panda_spec())
+        bb.wheel_joints(PANDA.spec())
 
 
 # --- nodes ---------------------------------------------------------------------------------
 def _spy_on_sim(bridge) -> list[np.ndarray]:
     received: list[np.ndarray] = []
-    real_step = bridge.runner.backend.step
+    real_step = bridge.io.runner.backend.step
 
     def spy(action):
         received.append(np.array(action, copy=True))
         return real_step(action)
 
-    bridge.runner.backend.step = spy
+    bridge.io.runner.backend.step = spy
     return received
 
 
@@ -145,7 +145,7 @@ def test_base_topics_and_cmd_vel_through_the_safety_filter(repo):
 
         # the e-stop latches: cmd_vel is ignored until ~/reset_estop
         estop.publish(Bool(data=True))
-        assert spin_until(ex, lambda: bridge.runner.safety.estopped)
+        assert spin_until(ex, lambda: bridge.io.runner.safety.estopped)
         n = len(received)
         for _ in range(10):
             drive(0.5)
@@ -166,7 +166,7 @@ def test_policy_server_drives_the_husky_to_its_goal(repo):
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
         server = PolicyServer(cfg, context=ctx)
-        assert server.base is not None and set(server.base.extra) == {"scan", "base_pose"}
+        assert set(server.inputs.state.extra) == {"scan", "base_pose"}
         events: list[dict] = []
         probe = Node("probe", context=ctx)
         probe.create_subscription(

@@ -44,7 +44,7 @@ def test_chunked_needs_realtime_and_an_arm() -> None:
     with pytest.raises(ConfigError, match="ros.chunked needs ros.rate_mode: realtime"):
         plan_graph(DIFFUSION, ["ros.rate_mode=lockstep"])
     husky = REPO / "configs" / "experiments" / "husky_go_to_goal.yaml"
-    with pytest.raises(ConfigError, match="for arms; 'husky' is a mobile_base"):
+    with pytest.raises(ConfigError, match="chunks of arm robots; 'husky' is a mobile_base"):
         plan_graph(husky, ["ros.chunked=true"])
 
 

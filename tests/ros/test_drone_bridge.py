@@ -85,7 +85,7 @@ def test_takeoff_hover_land_over_ros(sim):
     with ros_context() as ctx:
         ex, bridge = _graph(ctx, cfg)
         probe = Probe(ctx, ex)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         assert spin_until(ex, lambda: len(probe.odom) > 0, 20)
         assert probe.z < cfg.drones.touchdown_height  # on the floor
         # on the ground, at rest, the IMU reads the gravity reaction along body +z
@@ -122,7 +122,7 @@ def test_cmd_vel_moves_the_drone_the_commanded_way_in_its_heading_frame():
     with ros_context() as ctx:
         ex, bridge = _graph(ctx, cfg)
         probe = Probe(ctx, ex)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         assert spin_until(ex, lambda: len(probe.odom) > 0, 20)
         # cmd_vel before takeoff is refused for a drone on the ground; this one hovers
         assert fleet.drones[0].phase == "hover"
@@ -155,7 +155,7 @@ def test_stale_commands_land_the_drone_within_the_configured_time():
     with ros_context() as ctx:
         ex, bridge = _graph(ctx, cfg)
         probe = Probe(ctx, ex)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         d = fleet.drones[0]
         assert spin_until(ex, lambda: len(probe.odom) > 0, 20)
         t0 = fleet.now_s
@@ -179,9 +179,9 @@ def test_hundreds_of_bad_low_level_commands_never_reach_the_simulator():
     cfg = drone_cfg(start_z=0.6, on_stale="hold")
     with ros_context() as ctx:
         ex, bridge = _graph(ctx, cfg)
-        received = spy_on_step(bridge.drones.fleet.backend)
+        received = spy_on_step(bridge.io.fleet.backend)
         probe = Probe(ctx, ex)
-        max_rpm = bridge.drones.fleet.params.max_rpm
+        max_rpm = bridge.io.fleet.params.max_rpm
         assert spin_until(ex, lambda: probe.low.get_subscription_count() > 0 and len(received) > 3)
         rng = np.random.default_rng(0)
         rotors = list(conv.LOW_LEVEL_CHANNELS["rotor_rpm"])
@@ -209,16 +209,14 @@ def test_hundreds_of_bad_low_level_commands_never_reach_the_simulator():
         for k in range(0, len(bad), 5):
             for msg in bad[k : k + 5]:
                 probe.low.publish(msg)
-            assert spin_until(ex, lambda k=k: bridge.drones.rejected >= k + 5, 20), (
-                bridge.drones.rejected
-            )
-        assert bridge.drones.rejected == len(bad)
+            assert spin_until(ex, lambda k=k: bridge.io.rejected >= k + 5, 20), bridge.io.rejected
+        assert bridge.io.rejected == len(bad)
         n_before = len(received)
         assert spin_until(ex, lambda: len(received) > n_before + 20, 30)  # still stepping
         got = np.array(received)
         assert np.isfinite(got).all()
         assert got.min() >= 0.0 and got.max() <= max_rpm + 1e-3
-        assert bridge.drones.fleet.drones[0].phase == "hover"  # nothing was obeyed
+        assert bridge.io.fleet.drones[0].phase == "hover"  # nothing was obeyed
         # a good command after all that is obeyed: exactly these rotor speeds reach the sim
         good = conv.low_level_msg("rotor_rpm", np.array([15000.0, 15001.0, 15002.0, 15003.0]))
         probe.low.publish(good)
@@ -233,7 +231,7 @@ def test_two_drones_under_namespaces_are_commanded_independently():
     with ros_context() as ctx:
         ex, bridge = _graph(ctx, cfg)
         p0, p1 = Probe(ctx, ex, "cf0"), Probe(ctx, ex, "cf1")
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         assert [d.name for d in fleet.drones] == ["cf0", "cf1"]
         assert spin_until(ex, lambda: p0.odom and p1.odom, 20)
         assert p1.odom[-1][1] - p0.odom[-1][1] == pytest.approx(1.0, abs=0.01)  # 1 m apart

@@ -55,19 +55,19 @@ def test_policy_server_recovers_a_thrown_drone_to_its_target(mode):
         ex = SingleThreadedExecutor(context=ctx)
         for n in (bridge, server):
             ex.add_node(n)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         d = fleet.drones[0]
         start = np.linalg.norm(d.state[:3] - d.target[:3])
         assert spin_until(ex, lambda: fleet.now_s >= 6.0, 240), fleet.now_s
         err = np.linalg.norm(d.state[:3] - d.target[:3])
         assert d.phase == "command"  # the policy flew it, not the bridge's hover hold
         assert err < 0.1, (start, err)
-        assert bridge.drones.rejected == 0
+        assert bridge.io.rejected == 0
         # lockstep: every step after the first answer waited for the policy's command
         assert fleet.drones[0].safety.stats.accepted >= fleet.steps - 5
         # stamped commands: the bridge matched each to the observation it answers
-        assert len(bridge.drones.latency[""].samples_ms) > 100
-        assert len(server.drone.infer_ms) >= fleet.steps - 5
+        assert len(bridge.io.latency[""].samples_ms) > 100
+        assert len(server.infer_ms) >= fleet.steps - 5
         for n in (server, bridge):
             n.destroy_node()
 
@@ -82,7 +82,7 @@ def test_two_drones_two_policy_servers_each_in_its_namespace():
         ex = SingleThreadedExecutor(context=ctx)
         for n in (bridge, *servers):
             ex.add_node(n)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         assert spin_until(ex, lambda: fleet.now_s >= 6.0, 300), fleet.now_s
         for d in fleet.drones:
             assert d.phase == "command"

@@ -45,7 +45,7 @@ def test_onnx_policy_flies_the_drone_to_its_target_over_ros(tmp_path):
         ex = SingleThreadedExecutor(context=ctx)
         for n in (bridge, server):
             ex.add_node(n)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         d = fleet.drones[0]
         seen: list[tuple[np.ndarray, np.ndarray]] = []
         real_act = server.policy.act
@@ -61,7 +61,7 @@ def test_onnx_policy_flies_the_drone_to_its_target_over_ros(tmp_path):
         # the graph's output is what the bridge obeyed: P toward the target, clipped
         pos, act = seen[-1]
         np.testing.assert_allclose(act[:3], np.clip(1.5 * (d.target[:3] - pos), -1, 1), atol=1e-5)
-        assert d.phase == "command" and bridge.drones.rejected == 0
+        assert d.phase == "command" and bridge.io.rejected == 0
         assert np.linalg.norm(d.state[:3] - d.target[:3]) < 0.1
         for n in (server, bridge):
             n.destroy_node()
@@ -83,7 +83,7 @@ def test_the_shipped_hover_policy_recovers_and_holds_over_ros(repo):
         ex = SingleThreadedExecutor(context=ctx)
         for n in (bridge, server):
             ex.add_node(n)
-        fleet = bridge.drones.fleet
+        fleet = bridge.io.fleet
         d = fleet.drones[0]
         start = float(np.linalg.norm(d.state[:3] - d.target[:3]))
         far: list[float] = []
@@ -94,7 +94,7 @@ def test_the_shipped_hover_policy_recovers_and_holds_over_ros(repo):
             return fleet.now_s >= 12.0
 
         assert spin_until(ex, hold_error, 300), fleet.now_s
-        assert d.phase == "command" and bridge.drones.rejected == 0
+        assert d.phase == "command" and bridge.io.rejected == 0
         assert server.policy.inferences >= fleet.steps - 5
         assert len(far) > 300 and max(far) < 0.1, (start, max(far))
         for n in (server, bridge):

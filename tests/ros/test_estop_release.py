@@ -51,13 +51,13 @@ def test_teleop_release_resets_the_bridge_latch(repo):
         for n in (bridge, teleop, probe):
             ex.add_node(n)
         dev.cmd = TeleopCommand(estop=True)
-        assert spin_until(ex, lambda: bridge.runner.safety.estopped, timeout_s=20)
+        assert spin_until(ex, lambda: bridge.io.runner.safety.estopped, timeout_s=20)
         assert spin_until(ex, release.service_is_ready)
         # the bridge's reset service must be visible to teleop before it can call it
         assert spin_until(ex, lambda: teleop._reset_estop_clients[0].service_is_ready())
         future = release.call_async(Trigger.Request())
         assert spin_until(ex, future.done) and future.result().success
         assert "1 bridge" in future.result().message
-        assert spin_until(ex, lambda: not bridge.runner.safety.estopped, timeout_s=10)
+        assert spin_until(ex, lambda: not bridge.io.runner.safety.estopped, timeout_s=10)
         for n in (probe, teleop, bridge):
             n.destroy_node()

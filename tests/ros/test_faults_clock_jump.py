@@ -71,27 +71,29 @@ def test_simulator_reset_mid_run_rejects_old_timeline_commands(repo, monkeypatch
         for n in (bridge, server, probe):
             ex.add_node(n)
         assert spin_until(ex, lambda: spy.fresh_since(0) > 60, timeout_s=60)
-        t_old = bridge.runner.obs.stamp_ns
+        t_old = bridge.io.runner.obs.stamp_ns
         assert t_old > 0.5e9
         assert _call(ex, reset).success
-        assert bridge.runner.obs.stamp_ns < t_old  # time went back
+        assert bridge.io.runner.obs.stamp_ns < t_old  # time went back
         i_reset = len(spy.steps)
         # a command of the old timeline, late: distinctive target, stamped before the reset
-        target = bridge.runner.measured(bridge.runner.obs).copy()
+        target = bridge.io.runner.measured(bridge.io.runner.obs).copy()
         target[0] += 0.3
-        rejected, dropped = bridge.rejected, bridge.old_timeline
+        rejected, dropped = bridge.rejected, bridge.io.old_timeline
         pub.publish(
             conv.chunk_to_trajectory(
                 ActionChunk(np.repeat(target[None], 50, 0), bridge.spec.dt, t_old),
                 bridge.spec.action.names,
             )
         )
-        assert spin_until(ex, lambda: bridge.old_timeline > dropped)
-        assert bridge.rejected == rejected and bridge.runner.safety.stats.old_timeline >= 1
+        assert spin_until(ex, lambda: bridge.io.old_timeline > dropped)
+        assert bridge.rejected == rejected and bridge.io.runner.safety.stats.old_timeline >= 1
         assert not [w for w in warnings if "joint_trajectory" in w], warnings
         # a genuinely bad command still warns: one joint short
         bad = conv.chunk_to_trajectory(
-            ActionChunk(np.repeat(target[None], 5, 0), bridge.spec.dt, bridge.runner.obs.stamp_ns),
+            ActionChunk(
+                np.repeat(target[None], 5, 0), bridge.spec.dt, bridge.io.runner.obs.stamp_ns
+            ),
             bridge.spec.action.names,
         )
         bad.joint_names = bad.joint_names[:-1]

@@ -74,7 +74,7 @@ def test_fuzzed_joint_trajectories_never_reach_the_arm_unsafely(repo):
         names = bridge.spec.action.names
 
         def make() -> JointTrajectory:
-            return fuzz_trajectory(rng, names, bridge.runner.obs.stamp_ns, bridge.spec.dt, 3.0)
+            return fuzz_trajectory(rng, names, bridge.io.runner.obs.stamp_ns, bridge.spec.dt, 3.0)
 
         seen = _fuzz(ex, pub, make, lambda: spy.accepted + bridge.rejected)
         assert seen == N
@@ -83,17 +83,17 @@ def test_fuzzed_joint_trajectories_never_reach_the_arm_unsafely(repo):
         oracle = limits_for(cfg.robot, names)
         bad = unsafe_steps(spy.steps, oracle, 1 / cfg.world.control_hz)
         assert bad == {"not_finite": 0, "out_of_limits": 0, "too_fast": 0}, bad
-        safety = bridge.runner.safety
+        safety = bridge.io.runner.safety
         assert safety.stats.clamped > 0 and safety.stats.rate_limited > 0
         assert {"future", "out-of-order"} <= set(safety.stats.reasons)
 
         # still up: a good command goes through
-        target = bridge.runner.measured(bridge.runner.obs).copy()
+        target = bridge.io.runner.measured(bridge.io.runner.obs).copy()
         # 0.01 rad towards the middle of joint 1's range (-2.8973..2.8973): the fuzz may have
         # left the arm at a limit, where a step outwards would be clamped and never arrive
         target[0] += 0.01 if target[0] <= 0 else -0.01
         chunk = ActionChunk(
-            np.repeat(target[None], 100, 0), bridge.spec.dt, bridge.runner.obs.stamp_ns
+            np.repeat(target[None], 100, 0), bridge.spec.dt, bridge.io.runner.obs.stamp_ns
         )
         good = conv.chunk_to_trajectory(chunk, names)
         pub.publish(good)
@@ -130,7 +130,7 @@ def test_fuzzed_twists_never_reach_the_base_unsafely(repo):
         oracle = limits_for(cfg.robot, bridge.spec.action.names)
         bad = unsafe_steps(spy.steps, oracle, 1 / cfg.world.control_hz)
         assert bad == {"not_finite": 0, "out_of_limits": 0, "too_fast": 0}, bad
-        assert bridge.runner.safety.stats.clamped > 0
+        assert bridge.io.runner.safety.stats.clamped > 0
         n0 = len(spy.steps)
         assert spin_until(ex, lambda: len(spy.steps) > n0 + 5)  # still stepping
         for n in (probe, bridge):
@@ -146,7 +146,7 @@ def test_fuzzed_low_level_commands_never_reach_the_drone_unsafely(repo):
     rng = np.random.default_rng(2)
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
-        drones = bridge.drones
+        drones = bridge.io
         received: list[np.ndarray] = []
         real_step = drones.fleet.backend.step
 
@@ -227,7 +227,9 @@ def test_fuzzed_joint_trajectories_never_reach_the_mock_arm_unsafely(repo):
             names = bridge.spec.action.names
 
             def make() -> JointTrajectory:
-                return fuzz_trajectory(rng, names, bridge.runner.obs.stamp_ns, bridge.spec.dt, 3.0)
+                return fuzz_trajectory(
+                    rng, names, bridge.io.runner.obs.stamp_ns, bridge.spec.dt, 3.0
+                )
 
             seen = fuzz_topic(ex, pub, make, lambda: spy.accepted + bridge.rejected, n_msgs)
             assert seen == n_msgs

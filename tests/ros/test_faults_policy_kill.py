@@ -58,7 +58,7 @@ def _kills(repo, experiment: str, n: int, seed: int = 0, *overrides: str) -> lis
             server = PolicyServer(cfg, context=ctx)
             r = kill_once(ex, spy, server, dt_ns, int(rng.integers(3, 12)), int(rng.integers(0, 4)))
             assert r is not None, "the policy never drove or the watchdog never acted"
-            assert bridge.running, "the episode ended during the kills"
+            assert bridge.io.running, "the episode ended during the kills"
             results.append((r, holds_safe(r.safe.action, r.safe.measured, oracle)))
         bridge.destroy_node()
     return results
@@ -106,7 +106,7 @@ def test_sigkill_of_a_policy_server_process(repo):
                 start = len(spy.steps)
                 assert spin_until(ex, lambda s=start: spy.fresh_since(s) >= 20, timeout_s=60)
             finally:
-                t_kill = bridge.runner.obs.stamp_ns
+                t_kill = bridge.io.runner.obs.stamp_ns
                 i_kill = len(spy.steps)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=10)

@@ -65,13 +65,13 @@ def _bad(names):
 def _spy(bridge) -> list[np.ndarray]:
     """Every action the backend (simulator or robot) receives."""
     received: list[np.ndarray] = []
-    real = bridge.runner.backend.step
+    real = bridge.io.runner.backend.step
 
     def spy(action):
         received.append(np.array(action, copy=True))
         return real(action)
 
-    bridge.runner.backend.step = spy
+    bridge.io.runner.backend.step = spy
     return received
 
 
@@ -170,7 +170,7 @@ def test_policy_server_moves_the_mock_arm_through_the_driver_interface(repo):
         # joint limits hold in the mock, and Tether's joint_states follow the driver's state
         assert np.all(arm.q >= arm.lower - 1e-9) and np.all(arm.q <= arm.upper + 1e-9)
         assert spin_until(ex, lambda: np.abs(states[-1][1][:8] - arm.q).max() < 0.05, timeout_s=10)
-        assert bridge.runner.rejected == 0 and bridge.rejected == 0
+        assert bridge.io.runner.rejected == 0 and bridge.rejected == 0
         stack.close()
         for n in (probe, server, bridge, mock):
             n.destroy_node()
@@ -186,7 +186,7 @@ def test_latency_is_visible(repo):
         bridge = HardwareBridge(cfg, context=ctx)
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
-        robot = bridge.runner.backend.robot
+        robot = bridge.io.runner.backend.robot
         home = mock.arm.q.copy()
         target = home.copy()
         target[0] += 0.2

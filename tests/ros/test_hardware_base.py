@@ -38,7 +38,7 @@ def test_mock_base_follows_twist_commands_with_odometry(repo):
             ex = SingleThreadedExecutor(context=ctx)
             for n in (bridge, probe):
                 ex.add_node(n)
-            goal = bridge.runner.obs["env_state"][:2]
+            goal = bridge.io.runner.obs["env_state"][:2]
             assert 0.5 < float(np.hypot(*goal)) < 20  # placed around the odometry origin
             assert spin_until(ex, lambda: pub.get_subscription_count() > 0)
             msg = JointTrajectory()
@@ -47,12 +47,12 @@ def test_mock_base_follows_twist_commands_with_odometry(repo):
                 p = JointTrajectoryPoint(positions=[0.5, 0.2])
                 p.time_from_start.sec, p.time_from_start.nanosec = divmod(i * 50_000_000, 10**9)
                 msg.points.append(p)
-            t = bridge.runner.obs.stamp_ns
+            t = bridge.io.runner.obs.stamp_ns
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t, 1_000_000_000)
             pub.publish(msg)
             base = mock.base
             assert spin_until(ex, lambda: base.pose[0] > 0.5, timeout_s=20), base.pose
-            state = bridge.runner.obs["state"]
+            state = bridge.io.runner.obs["state"]
             # the bridge's state is the driver's odometry (a few ms behind)
             assert abs(state[0] - base.pose[0]) < 0.1 and state[1] > 0 and state[2] > 0
             assert 0.3 < state[3] <= 0.5 + 1e-6 and 0.1 < state[4] <= 0.2 + 1e-6

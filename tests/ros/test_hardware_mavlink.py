@@ -55,7 +55,7 @@ def test_takeoff_fly_land_then_link_loss_fails_safe(repo, autopilot):
     )
     with ros_context() as ctx:
         bridge = HardwareBridge(cfg, context=ctx)
-        drones = bridge.drones
+        drones = bridge.io
         probe = Node("probe", context=ctx)
         odom: list[np.ndarray] = []
         events: list[dict] = []

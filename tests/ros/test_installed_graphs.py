@@ -42,9 +42,11 @@ from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
-from tether.hardware.robots.ros_io import driver_topic  # noqa: E402
+from tether.core.experiment import robot_spec  # noqa: E402
 from tether.sim.factory import robot_kind  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
+from tether_ros.drivers.jtc_arm import driver_names  # noqa: E402
+from tether_ros.drivers.ros_io import driver_topic  # noqa: E402
 from tether_ros.graph import NodeSpec, graph_env, plan_graph  # noqa: E402
 
 EXPERIMENTS = sorted(p.name for p in (REPO / "configs" / "experiments").glob("*.yaml"))
@@ -132,7 +134,8 @@ def _command_probe(node: Node, cfg, nodes: list[NodeSpec]) -> list[object]:
     got: list[object] = []
     hw = cfg.hardware
     if hw is not None and hw.type == "jtc_arm":
-        topic = driver_topic(hw.driver_namespace, f"{hw.controller}/joint_trajectory")
+        controller, _ = driver_names(hw, robot_spec(cfg))
+        topic = driver_topic(hw.driver_namespace, f"{controller}/joint_trajectory")
         node.create_subscription(JointTrajectory, topic, got.append, itf.COMMAND_QOS)
         return got
     if hw is not None and hw.type == "twist_base":

@@ -64,7 +64,7 @@ def test_camera_lockstep_episodes_end_after_a_lost_first_image(repo):
             future = start.call_async(Trigger.Request())
             assert spin_until(ex, future.done)
             ended = spin_until(ex, lambda k=k: sum(e["event"] == "end" for e in events) > k, 30)
-            assert ended, f"episode {k} never ended (steps so far: {bridge.runner.steps})"
+            assert ended, f"episode {k} never ended (steps so far: {bridge.io.runner.steps})"
             end = [e for e in events if e["event"] == "end"][k]
             assert end["steps"] == 150 and end["stale_steps"] == 0, end
         for n in (probe, server, bridge):

@@ -49,13 +49,13 @@ def _realtime_cfg(repo, *overrides):
 def _spy_on_sim(bridge) -> list[np.ndarray]:
     """Record every action the simulator receives."""
     received: list[np.ndarray] = []
-    real_step = bridge.runner.backend.step
+    real_step = bridge.io.runner.backend.step
 
     def spy(action):
         received.append(np.array(action, copy=True))
         return real_step(action)
 
-    bridge.runner.backend.step = spy
+    bridge.io.runner.backend.step = spy
     return received
 
 
@@ -77,10 +77,10 @@ def test_sim_bridge_and_policy_server_lift_the_cube(repo):
             String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
         )
         ex.add_node(probe)
-        z0 = float(bridge.runner.backend.body_pose("cube")[0][2])
+        z0 = float(bridge.io.runner.backend.body_pose("cube")[0][2])
         assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), timeout_s=120)
         end = next(e for e in events if e["event"] == "end")
-        z1 = float(bridge.runner.backend.body_pose("cube")[0][2])
+        z1 = float(bridge.io.runner.backend.body_pose("cube")[0][2])
         assert end["success"], end
         assert z1 - z0 > 0.08, (z0, z1)  # the cube really is in the air
         assert end["rejected"] == 0 and len(end["latency_ms"]) == end["steps"]
@@ -115,7 +115,7 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
         ex.add_node(bridge)
         ex.add_node(probe)
         names = list(bridge.spec.action.names)
-        home = bridge.runner.measured(bridge.runner.obs).copy()
+        home = bridge.io.runner.measured(bridge.io.runner.obs).copy()
         assert spin_until(ex, lambda: pub.get_subscription_count() > 0 and len(received) > 3)
 
         bad_value = 1.5  # a value no accepted command in this test uses for joint 1
@@ -143,7 +143,7 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
         # a good command after all that still goes through (events come back over ROS)
         target = home.copy()
         target[0] += 0.01
-        obs_stamp = bridge.runner.obs.stamp_ns
+        obs_stamp = bridge.io.runner.obs.stamp_ns
 
         good = _trajectory(names, [target] * 200)  # 2 s of the same target, from sim time now
         good.header.stamp.sec, good.header.stamp.nanosec = divmod(obs_stamp, 1_000_000_000)
@@ -151,7 +151,7 @@ def test_bad_trajectories_are_rejected_logged_and_never_reach_the_sim(repo):
         assert spin_until(
             ex, lambda: np.isclose(received[-1][0], target[0], atol=1e-6), timeout_s=10
         )
-        assert bridge.runner.obs.stamp_ns > obs_stamp
+        assert bridge.io.runner.obs.stamp_ns > obs_stamp
         for n in (probe, bridge):
             n.destroy_node()
 
@@ -171,18 +171,18 @@ def test_estop_latches_hold_until_the_reset_service(repo):
         ex.add_node(probe)
         assert spin_until(ex, lambda: estop.get_subscription_count() > 0)
         names = list(bridge.spec.action.names)
-        home = bridge.runner.measured(bridge.runner.obs).copy()
+        home = bridge.io.runner.measured(bridge.io.runner.obs).copy()
 
         def command_offset(offset: float) -> None:
             target = home.copy()
             target[0] += offset
             msg = _trajectory(names, [target] * 300)  # 3 s from sim time now
-            t = bridge.runner.obs.stamp_ns
+            t = bridge.io.runner.obs.stamp_ns
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t, 1_000_000_000)
             pub.publish(msg)
 
         estop.publish(Bool(data=True))
-        assert spin_until(ex, lambda: bridge.runner.safety.estopped)
+        assert spin_until(ex, lambda: bridge.io.runner.safety.estopped)
         n = len(received)
         command_offset(0.01)  # ignored while the e-stop is latched
         assert spin_until(ex, lambda: len(received) > n + 20)
@@ -190,12 +190,12 @@ def test_estop_latches_hold_until_the_reset_service(repo):
         estop.publish(Bool(data=False))  # a false alone does not release the latch
         n = len(received)
         assert spin_until(ex, lambda: len(received) > n + 20)
-        assert bridge.runner.safety.estopped
+        assert bridge.io.runner.safety.estopped
         reset = probe.create_client(Trigger, "/sim_bridge/reset_estop")
         assert spin_until(ex, reset.service_is_ready)
         future = reset.call_async(Trigger.Request())
         assert spin_until(ex, future.done) and future.result().success
-        assert not bridge.runner.safety.estopped
+        assert not bridge.io.runner.safety.estopped
         command_offset(0.01)  # accepted again after the reset
         assert spin_until(ex, lambda: np.isclose(received[-1][0], home[0] + 0.01, atol=1e-6))
         for node in (probe, bridge):

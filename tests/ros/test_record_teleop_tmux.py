@@ -32,8 +32,7 @@ from std_msgs.msg import String  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
 from tether.core.data.lerobot import LeRobotReader  # noqa: E402
-from tether.core.experiment import robot_spec  # noqa: E402
-from tether.sim.robots import panda_kinematics as kin  # noqa: E402
+from tether.core.experiment import robot_description, robot_spec  # noqa: E402
 from tether_ros import conversions as conv  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
 
@@ -44,6 +43,8 @@ MOVE_M = 0.06  # the operator holds a key until the hand has moved this far
 MAX_PRESSES = 100  # at the key-repeat pace below: 12 s, far more than MOVE_M takes
 REPEAT_S = 0.12  # a held key repeats this often (< the keyboard's 0.25 s key hold)
 DOMINANCE = 1.5  # ... and further along the key's axis than this times along any other
+ARM = robot_description(load_config(REPO / CONFIG))
+N_JOINTS = len(ARM.joints)  # the arm's joints lead the state (the gripper's follow)
 
 
 class Watch:
@@ -65,8 +66,8 @@ class Watch:
         self.starts += '"event": "start"' in msg.data
 
     def _on_state(self, msg: JointState) -> None:
-        q = conv.joint_state_to_array(msg, self.names)[:7].astype(np.float64)
-        self.hand_pos, _ = kin.fk(q)
+        q = conv.joint_state_to_array(msg, self.names)[:N_JOINTS].astype(np.float64)
+        self.hand_pos, _ = ARM.kinematics.fk(q)
         self.states += 1
 
     def spin_until(self, predicate, timeout_s: float) -> bool:
@@ -178,8 +179,8 @@ def _record_by_keyboard(tmp_path: Path, watch: Watch) -> None:
     moved = []
     for i in range(2):
         state = ds.episode(i, decode_video=False)["observation.state"]
-        p0, _ = kin.fk(state[0, :7].astype(np.float64))
-        p1, _ = kin.fk(state[-1, :7].astype(np.float64))
+        p0, _ = ARM.kinematics.fk(state[0, :N_JOINTS].astype(np.float64))
+        p1, _ = ARM.kinematics.fk(state[-1, :N_JOINTS].astype(np.float64))
         moved.append(p1 - p0)
     # the keys drove the hand: forward in the first kept episode, up in the second
     assert moved[0][0] > 0.03 and abs(moved[0][2]) < moved[0][0]

@@ -24,8 +24,9 @@ from safety_oracle import (
 
 from tether.core.safety import SafetyConfig, SafetyFilter
 from tether.core.spec import RobotSpec
-from tether.sim.robots.husky import husky_spec
-from tether.sim.robots.panda import HOME_ARM, HOME_FINGER, panda_spec
+from tether.robots.husky.robot import husky_spec
+from tether.robots.panda.robot import HOME_ARM, HOME_FINGER
+from tether.robots.panda.robot import ROBOT as PANDA
 
 OK = {"not_finite": 0, "out_of_limits": 0, "too_fast": 0}
 
@@ -33,19 +34,19 @@ OK = {"not_finite": 0, "out_of_limits": 0, "too_fast": 0}
 @pytest.fixture
 def panda():
     pytest.importorskip("pybullet_data")  # the URDF with the Panda's velocity limits
-    return panda_limits().select(panda_spec().action.names)
+    return panda_limits().select(PANDA.spec().action.names)
 
 
 # --- the limits are the descriptions' ----------------------------------------------------------
 def test_panda_position_limits_are_the_mjcf_joint_ranges(panda):
-    # sim/assets/panda/scene.xml: <joint name="panda_joint4" ... range="-3.0718 -0.0698"/>
+    # robots/panda/assets/scene.xml: <joint name="panda_joint4" ... range="-3.0718 -0.0698"/>
     i = panda.names.index("panda_joint4")
     assert (panda.low[i], panda.high[i]) == (-3.0718, -0.0698)
     # the fingers' range comes from <default class="finger"><joint range="0 0.04"/>
     f = panda.names.index("panda_finger_joint1")
     assert (panda.low[f], panda.high[f]) == (0.0, 0.04)
     assert mjcf_joint_ranges(PANDA_MJCF)["panda_finger_joint2"] == (0.0, 0.04)
-    assert panda.source.startswith("sim/assets/panda/scene.xml")
+    assert panda.source.startswith("robots/panda/assets/scene.xml")
 
 
 def test_panda_velocity_limits_are_the_urdfs(panda):
@@ -140,8 +141,8 @@ def _drive(spec: RobotSpec, start: np.ndarray, target: np.ndarray, n: int = 150)
 
 
 def _panda_with(joint: str, **change: float) -> RobotSpec:
-    """panda_spec() with one joint's facts changed (limits in both joints and action)."""
-    spec = panda_spec()
+    """PANDA.spec() with one joint's facts changed (limits in both joints and action)."""
+    spec = PANDA.spec()
     joints = tuple(j.model_copy(update=change) if j.name == joint else j for j in spec.joints)
     i = spec.action.names.index(joint)
     low, high = list(spec.action.low), list(spec.action.high)
@@ -156,7 +157,7 @@ HOME = np.array([*HOME_ARM, HOME_FINGER])
 def test_a_panda_filter_with_a_widened_position_limit_is_caught(panda):
     target = HOME.copy()
     target[3] = 0.5  # past panda_joint4's upper limit, -0.0698 rad
-    good = _drive(panda_spec(), HOME, target)
+    good = _drive(PANDA.spec(), HOME, target)
     assert unsafe_steps(good, panda, 0.01) == OK
     assert good[-1].action[3] == pytest.approx(-0.0698, abs=1e-6)  # it got to the limit
     wrong = _drive(_panda_with("panda_joint4", upper=1.0), HOME, target)
@@ -167,7 +168,7 @@ def test_a_panda_filter_with_a_widened_position_limit_is_caught(panda):
 def test_a_panda_filter_with_a_widened_velocity_limit_is_caught(panda):
     target = HOME.copy()
     target[0] += 1.0
-    assert unsafe_steps(_drive(panda_spec(), HOME, target), panda, 0.01) == OK
+    assert unsafe_steps(_drive(PANDA.spec(), HOME, target), panda, 0.01) == OK
     wrong = _drive(_panda_with("panda_joint1", max_velocity=4 * 2.175), HOME, target)
     bad = unsafe_steps(wrong, panda, 0.01)
     assert bad["too_fast"] > 0 and bad["out_of_limits"] == 0, bad
@@ -188,8 +189,8 @@ def test_a_husky_filter_with_a_widened_speed_limit_is_caught():
 
 def test_a_drone_filter_with_a_raised_rpm_limit_is_caught():
     from tether.core.safety import DroneSafety
+    from tether.robots.crazyflie.robot import CRAZYFLIE
     from tether.sim.drone_bridge import command_limits
-    from tether.sim.quadrotor.crazyflie import CRAZYFLIE
 
     oracle = crazyflie_limits()
     request = np.full(4, 24000.0)  # rpm, a strong climb

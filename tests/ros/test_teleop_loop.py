@@ -39,22 +39,22 @@ def test_keyboard_style_teleop_moves_the_simulated_arm(repo):
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(bridge)
         ex.add_node(teleop)
-        backend = bridge.runner.backend
-        assert spin_until(ex, lambda: bridge.runner.steps > 20)  # idle: the watchdog holds
+        backend = bridge.io.runner.backend
+        assert spin_until(ex, lambda: bridge.io.runner.steps > 20)  # idle: the watchdog holds
         p0 = backend.ee_pose()[0].copy()
         dev.cmd = TeleopCommand(linear=np.array([1.0, 0.0, 0.0]), deadman=True)
-        t0 = bridge.runner.obs.stamp_ns
-        assert spin_until(ex, lambda: bridge.runner.obs.stamp_ns - t0 > 1_000_000_000, 20)
+        t0 = bridge.io.runner.obs.stamp_ns
+        assert spin_until(ex, lambda: bridge.io.runner.obs.stamp_ns - t0 > 1_000_000_000, 20)
         p1 = backend.ee_pose()[0].copy()
         dx = p1 - p0
         assert dx[0] > 0.03, dx  # about max_linear_speed * 1 s forward
         assert abs(dx[1]) < 0.01 and abs(dx[2]) < 0.01, dx
         dev.cmd = TeleopCommand(linear=np.array([1.0, 0.0, 0.0]), deadman=False)
-        t1 = bridge.runner.obs.stamp_ns
-        assert spin_until(ex, lambda: bridge.runner.obs.stamp_ns - t1 > 500_000_000, 20)
+        t1 = bridge.io.runner.obs.stamp_ns
+        assert spin_until(ex, lambda: bridge.io.runner.obs.stamp_ns - t1 > 500_000_000, 20)
         p2 = backend.ee_pose()[0].copy()
-        t2 = bridge.runner.obs.stamp_ns
-        assert spin_until(ex, lambda: bridge.runner.obs.stamp_ns - t2 > 500_000_000, 20)
+        t2 = bridge.io.runner.obs.stamp_ns
+        assert spin_until(ex, lambda: bridge.io.runner.obs.stamp_ns - t2 > 500_000_000, 20)
         p3 = backend.ee_pose()[0].copy()
         assert np.linalg.norm(p3 - p2) < 0.002  # released: held in place
         assert bridge.rejected == 0

@@ -23,11 +23,13 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from tether.core.config import load_config  # noqa: E402
 from tether.core.spec import ActionSpec, RobotSpec  # noqa: E402
 from tether.hardware.teleop import EpisodeEvent, TeleopCommand, TeleopConfig  # noqa: E402
-from tether.sim.robots import panda_kinematics as kin  # noqa: E402
-from tether.sim.robots.panda import HOME_ARM, HOME_FINGER  # noqa: E402
+from tether.robots.panda.robot import HOME_ARM, HOME_FINGER, ROBOT  # noqa: E402
 from tether_ros import conversions as conv  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
-from tether_ros.teleop import CMD_VEL, HOLD_PERIODS, Teleop  # noqa: E402
+from tether_ros.kinds.arm import HOLD_PERIODS  # noqa: E402
+from tether_ros.teleop import Teleop  # noqa: E402
+
+kin = ROBOT.kinematics
 
 STAMP = 1_230_000_000
 
@@ -154,7 +156,7 @@ def test_teleop_base_twist_and_episode_services(repo):
         dev, node, probe, ex = _graph(ctx, cfg, spec=base)
         twists: list[Twist] = []
         calls: list[str] = []
-        probe.create_subscription(Twist, CMD_VEL, twists.append, 10)
+        probe.create_subscription(Twist, itf.CMD_VEL, twists.append, 10)
 
         def srv(name):
             def cb(_req, resp):

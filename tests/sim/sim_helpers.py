@@ -11,7 +11,7 @@ def expert_episode(sim: Any, expert: Any, seed: int) -> bool:
     expert.reset()
     while True:
         chunk = expert.act(obs)
-        assert chunk.actions.shape == (1, 8) and chunk.t0_ns == obs.stamp_ns
+        assert chunk.actions.shape == (1, sim.spec.action.dim) and chunk.t0_ns == obs.stamp_ns
         result = sim.step(chunk.actions[0])
         obs = result.observation
         if result.terminated:

@@ -1,5 +1,5 @@
-"""The MuJoCo arm scene's camera shows the scene: a lit picture, and the red cube where the
-cube is (a black or frozen frame fails)."""
+"""The MuJoCo arm scene's camera shows the scene, for every registered arm: a lit picture, and
+the red cube where the cube is (a black or frozen frame fails)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from arm_cases import arm, arm_params
 
 pytestmark = pytest.mark.mujoco
 pytest.importorskip("mujoco")
@@ -19,20 +20,21 @@ def red_pixels(img: np.ndarray) -> np.ndarray:
     return (i[..., 0] > 80) & (i[..., 0] > 2 * i[..., 1]) & (i[..., 0] > 2 * i[..., 2])
 
 
-@pytest.fixture
-def sim() -> Iterator[Any]:
+@pytest.fixture(params=arm_params())
+def sim(request: pytest.FixtureRequest) -> Iterator[Any]:
     from tether.sim.mujoco.backend import MujocoBackend
     from tether.sim.mujoco.config_mujoco import MujocoConfig
     from tether.sim.tasks.lift import LiftTask
 
-    backend = MujocoBackend(MujocoConfig(), task=LiftTask())
+    backend = MujocoBackend(MujocoConfig(), arm(request.param), task=LiftTask())
     backend.reset(0)
     yield backend
     backend.close()
 
 
 def test_front_camera_sees_table_and_cube(sim: Any) -> None:
-    """Measured at 96x96: std 66, the cube 15-27 red pixels, none once it is out of view."""
+    """Measured at 96x96 (Panda): std 66, the cube 15-27 red pixels, none once it is out of
+    view."""
     cam = sim.spec.cameras[0]
     _, quat = sim.body_pose("cube")
     centres = []
@@ -52,12 +54,12 @@ def test_front_camera_sees_table_and_cube(sim: Any) -> None:
 
 
 def test_frame_follows_the_arm(sim: Any) -> None:
-    """Commanding the arm elsewhere changes the picture (measured: 8.7 % of the pixels);
-    the same state renders the same frame."""
+    """Commanding the arm elsewhere changes the picture (measured, Panda: 8.7 % of the
+    pixels); the same state renders the same frame."""
     cam = sim.spec.cameras[0]
     first = sim.render(cam.name).copy()
     np.testing.assert_array_equal(sim.render(cam.name), first)  # same state, same frame
-    target = sim.observe()["state"][:8].copy()
+    target = sim.observe()["state"][: sim.spec.action.dim].copy()
     target[0] += 0.8  # swing the base joint
     for _ in range(100):
         sim.step(target)

@@ -1,5 +1,7 @@
-"""Every registered sim backend honours the SimBackend contract (mujoco_playground style:
-adding a backend to the registry adds it to this test)."""
+"""Every arm backend honours the SimBackend contract for every registered arm (mujoco_playground
+style: a robot folder or an engine's arm backend added to the registry adds its cases here).
+Mobile bases and multirotors have their own contract tests (test_mobile_base.py,
+test_quad_contract.py)."""
 
 from __future__ import annotations
 
@@ -7,33 +9,42 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from arm_cases import (
+    ARM_ENGINES,
+    ARMS,
+    ENGINE_MARKS,
+    ENGINE_PACKAGES,
+    arm,
+    build_arm_sim,
+    engine_arm_params,
+)
 
 from tether.core import registry
+from tether.core.errors import ConfigError
 from tether.core.protocols import SimBackend
+from tether.core.spec import CameraSpec
 from tether.core.types import Observation, StepResult
 
-# the Python package each backend needs; a backend whose package is missing is skipped
-DEPENDENCIES = {"mujoco": "mujoco", "pybullet": "pybullet"}
-MARKS = {"mujoco": [pytest.mark.mujoco], "pybullet": [pytest.mark.pybullet]}
-BACKENDS = [pytest.param(n, marks=MARKS.get(n, [])) for n in registry.available("sim")]
+CASES = engine_arm_params()
 
 
-def _build(name: str, control_hz: float | None = None) -> SimBackend:
-    if name in DEPENDENCIES:
-        pytest.importorskip(DEPENDENCIES[name])
-    cfg = registry.config_class("sim", name)()
-    if control_hz is not None:
-        cfg = cfg.model_copy(update={"control_hz": control_hz})
-    task_cfg = registry.config_class("task", "lift")()
-    task = registry.build("task", task_cfg)
-    return registry.build("sim", cfg, robot="panda", task=task)
+def _build(engine: str, robot: str, **cfg: object) -> SimBackend:
+    task = registry.build("task", registry.config_class("task", "lift")())
+    return build_arm_sim(engine, robot, task, **cfg)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=engine_arm_params(as_tuple=True))
 def sim(request: pytest.FixtureRequest) -> Iterator[SimBackend]:
-    backend = _build(request.param)
+    backend = _build(*request.param)
     yield backend
     backend.close()
+
+
+def test_every_arm_runs_on_every_engine() -> None:
+    """The parametrization is not empty: the Panda and both engines at least."""
+    assert "panda" in ARMS
+    assert {"mujoco", "pybullet"} <= set(ARM_ENGINES)
+    assert len(CASES) == len(ARMS) * len(ARM_ENGINES)
 
 
 def _check_obs(obs: Observation, sim: SimBackend) -> None:
@@ -41,18 +52,20 @@ def _check_obs(obs: Observation, sim: SimBackend) -> None:
     assert isinstance(obs, Observation)
     assert obs["state"].shape == (n_state,) and obs["state"].dtype == np.float32
     assert obs["env_state"].shape == (7,) and obs["env_state"].dtype == np.float32
-    if "velocity" in obs:
-        assert obs["velocity"].shape == (n_state,) and obs["velocity"].dtype == np.float32
-    if "ee_pose" in obs:
-        assert obs["ee_pose"].shape == (7,) and obs["ee_pose"].dtype == np.float32
+    assert obs["velocity"].shape == (n_state,) and obs["velocity"].dtype == np.float32
+    assert obs["ee_pose"].shape == (7,) and obs["ee_pose"].dtype == np.float32
     for key, value in obs.items():
         assert np.all(np.isfinite(value)), key
     assert obs.stamp_ns == round(sim.sim_time * 1e9)
 
 
-def test_is_a_sim_backend(sim: SimBackend) -> None:
+def test_is_a_sim_backend_of_its_robot(sim: SimBackend) -> None:
     assert isinstance(sim, SimBackend)
-    assert sim.spec.name == "panda"
+    desc = arm(sim.spec.name)
+    # action: one target per arm joint + the gripper opening; state: arm + every finger
+    assert sim.spec.kind == "arm"
+    assert sim.spec.action.dim == desc.dof + 1
+    assert sim.spec.state_names == (*desc.arm_joints, *desc.gripper.joints)
 
 
 def test_reset_step_observe(sim: SimBackend) -> None:
@@ -69,6 +82,22 @@ def test_reset_step_observe(sim: SimBackend) -> None:
         _check_obs(result.observation, sim)
     _check_obs(sim.observe(), sim)
     np.testing.assert_array_equal(sim.observe()["state"], result.observation["state"])
+    with pytest.raises(ValueError, match="shape"):
+        sim.step(np.zeros(sim.spec.action.dim + 1))
+
+
+def test_reset_is_home_plus_bounded_noise(sim: SimBackend) -> None:
+    """Arm joints within reset_noise of the description's home pose (and within limits),
+    every finger at the gripper's home opening."""
+    desc = arm(sim.spec.name)
+    noise = sim.cfg.reset_noise  # type: ignore[attr-defined]
+    for seed in range(5):
+        state = sim.reset(seed=seed)["state"].astype(np.float64)
+        q, fingers = state[: desc.dof], state[desc.dof :]
+        assert np.all(np.abs(q - desc.home) <= noise + 1e-5), (seed, q - desc.home)
+        assert np.all(q >= np.asarray(desc.lower) - 1e-5)
+        assert np.all(q <= np.asarray(desc.upper) + 1e-5)
+        np.testing.assert_allclose(fingers, desc.gripper.home, atol=1e-5)
 
 
 def test_reset_is_deterministic(sim: SimBackend) -> None:
@@ -81,6 +110,30 @@ def test_reset_is_deterministic(sim: SimBackend) -> None:
     assert not np.allclose(a["env_state"], c["env_state"])
 
 
+def test_each_joint_follows_its_own_target(sim: SimBackend) -> None:
+    """The actuators are wired to the right joints in action order: every arm joint moves
+    toward its own target, and the gripper element closes every finger."""
+    desc = arm(sim.spec.name)
+    obs = sim.reset(seed=0)
+    start = obs["state"].astype(np.float64)
+    target = start[: desc.dof + 1].copy()
+    # 0.15 rad away from home, toward the side with more room
+    room_up = np.asarray(desc.upper) - start[: desc.dof]
+    room_down = start[: desc.dof] - np.asarray(desc.lower)
+    target[: desc.dof] += np.where(room_up > room_down, 0.15, -0.15)
+    target[desc.dof] = desc.gripper.lower
+    for _ in range(round(1.0 * sim.spec.control_hz)):
+        obs = sim.step(target).observation
+    state = obs["state"].astype(np.float64)
+    moved = (state[: desc.dof] - start[: desc.dof]) / (target[: desc.dof] - start[: desc.dof])
+    # each joint covered most of its 0.15 rad step, and no joint moved the wrong way
+    assert np.all(moved > 0.8), moved
+    # every finger closed (it started at the gripper's home opening)
+    fingers = state[desc.dof :]
+    closed = desc.gripper.lower + 0.2 * (desc.gripper.home - desc.gripper.lower)
+    assert np.all(fingers < closed), fingers
+
+
 def test_render(sim: SimBackend) -> None:
     sim.reset(seed=0)
     assert sim.spec.cameras, "default config should expose at least one camera"
@@ -88,6 +141,7 @@ def test_render(sim: SimBackend) -> None:
         img = sim.render(cam.name)
         assert img.shape == (cam.height, cam.width, 3)
         assert img.dtype == np.uint8
+        assert img.std() > 5  # not a blank frame
 
 
 def test_body_pose_round_trip(sim: SimBackend) -> None:
@@ -104,17 +158,22 @@ def test_body_pose_round_trip(sim: SimBackend) -> None:
     np.testing.assert_allclose(env[:3], pos, atol=1e-5)
 
 
-def test_ee_pose(sim: SimBackend) -> None:
-    sim.reset(seed=0)
+def test_ee_pose_is_the_chains_tcp(sim: SimBackend) -> None:
+    """At reset the TCP is where the description's chain puts it, pointing down-ish."""
+    desc = arm(sim.spec.name)
+    obs = sim.reset(seed=0)
     pos, quat = sim.ee_pose()
     assert pos.shape == (3,) and quat.shape == (4,)
     assert abs(np.linalg.norm(quat) - 1.0) < 1e-5
     assert 0.05 < pos[2] < 1.0  # above the table, within reach
+    p_fk, _ = desc.kinematics.fk(obs["state"][: desc.dof].astype(np.float64))
+    np.testing.assert_allclose(pos, p_fk, atol=5e-3)
+    np.testing.assert_allclose(obs["ee_pose"][:3], pos, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", BACKENDS)
-def test_control_rate(name: str) -> None:
-    sim = _build(name, control_hz=500.0)
+@pytest.mark.parametrize(("engine", "robot"), CASES)
+def test_control_rate(engine: str, robot: str) -> None:
+    sim = _build(engine, robot, control_hz=500.0)
     try:
         obs = sim.reset(seed=1)
         for _ in range(5):
@@ -124,10 +183,10 @@ def test_control_rate(name: str) -> None:
         sim.close()
 
 
-@pytest.mark.parametrize("name", BACKENDS)
-def test_instances_coexist(name: str) -> None:
+@pytest.mark.parametrize(("engine", "robot"), CASES)
+def test_instances_coexist(engine: str, robot: str) -> None:
     """Two instances in one process keep separate state and each renders."""
-    a, b = _build(name), _build(name)
+    a, b = _build(engine, robot), _build(engine, robot)
     try:
         oa, ob = a.reset(seed=1), b.reset(seed=2)
         assert not np.allclose(oa["env_state"], ob["env_state"])
@@ -139,3 +198,50 @@ def test_instances_coexist(name: str) -> None:
     finally:
         a.close()
         b.close()
+
+
+# ---- a description that does not match its assets: one ConfigError line naming both ------
+
+
+def _broken(engine: str, robot: str, what: str) -> tuple[object, str]:
+    """``robot``'s description with one name its assets lack; ``what``: a finger joint, the
+    TCP (site / link), or a drive part (MuJoCo: an actuator; PyBullet: a grip link)."""
+    desc = arm(robot)
+    if what == "joint":
+        g = desc.gripper.model_copy(update={"joints": (desc.gripper.joints[0], "no_such_joint")})
+        return desc.model_copy(update={"gripper": g}), "no_such_joint"
+    if what == "tcp":
+        mj = desc.mujoco.model_copy(update={"tcp_site": "no_such_tcp"})
+        pb = desc.pybullet.model_copy(update={"tcp_link": "no_such_tcp"})
+        return desc.model_copy(update={"mujoco": mj, "pybullet": pb}), "no_such_tcp"
+    if engine == "pybullet":
+        pb = desc.pybullet.model_copy(update={"grip_links": ("no_such_part",)})
+        return desc.model_copy(update={"pybullet": pb}), "no_such_part"
+    mj = desc.mujoco.model_copy(update={"arm_actuators": ("no_such_part",) * desc.dof})
+    return desc.model_copy(update={"mujoco": mj}), "no_such_part"
+
+
+@pytest.mark.parametrize(("engine", "robot"), CASES)
+@pytest.mark.parametrize("what", ["joint", "tcp", "part"])
+def test_a_missing_name_is_one_config_error_line(engine: str, robot: str, what: str) -> None:
+    desc, missing = _broken(engine, robot, what)
+    with pytest.raises(ConfigError) as err:
+        _build(engine, desc)  # type: ignore[arg-type]
+    msg = str(err.value)
+    assert "\n" not in msg and f"'{robot}'" in msg and f"'{missing}'" in msg, msg
+
+
+@pytest.mark.parametrize(("engine", "robot"), CASES)
+def test_an_unknown_camera_is_one_config_error_line(engine: str, robot: str) -> None:
+    with pytest.raises(ConfigError, match=f"robot '{robot}'.*camera 'no_such_cam'"):
+        _build(engine, robot, cameras=[CameraSpec(name="no_such_cam", width=8, height=8)])
+
+
+@pytest.mark.parametrize(
+    "engine", [pytest.param(e, marks=ENGINE_MARKS.get(e, [])) for e in ARM_ENGINES]
+)
+def test_an_arm_backend_refuses_other_kinds(engine: str) -> None:
+    pytest.importorskip(ENGINE_PACKAGES.get(engine, engine))
+    backend = registry.load("backend", f"{engine}/arm")
+    with pytest.raises(ConfigError, match="simulates arms; robot 'husky' is a mobile_base"):
+        backend(registry.config_class("sim", engine)(), robot=registry.load("robot", "husky"))

@@ -21,17 +21,14 @@ Physics used for the expected signs (REP-103, right-hand rule):
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from tether.core import registry
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, ROTOR_LAYOUT, crazyflie_spec
+from tether.robots.crazyflie.robot import CRAZYFLIE, ROBOT, ROTOR_LAYOUT, crazyflie_spec
 from tether.sim.quadrotor.dynamics import QuadrotorDynamics, hover_state
-
-ASSETS = Path(__file__).resolve().parents[2] / "sim" / "assets" / "crazyflie"
 
 # Bitcraze's Crazyflie 2.x, written out by hand: motor, (sign x, sign y), spin seen from
 # above. Index in this tuple = Tether's rotor index.
@@ -87,6 +84,9 @@ def _check_signs(dw: np.ndarray, expected: tuple[int, int, int], what: str) -> N
 
 def test_rotor_positions_and_spins_are_bitcraze() -> None:
     a = ARM / np.sqrt(2.0)
+    # what the engines and controllers read: the registered description's parameters
+    assert registry.load("robot", "crazyflie").params is CRAZYFLIE
+    assert CRAZYFLIE.rotors == ROTOR_LAYOUT
     pos = CRAZYFLIE.rotor_positions()
     for i, (motor, (sx, sy), spin) in enumerate(BITCRAZE):
         assert ROTOR_LAYOUT[i].motor == motor
@@ -99,13 +99,14 @@ def test_rotor_positions_and_spins_are_bitcraze() -> None:
 
 def test_engine_assets_put_the_rotors_where_bitcraze_does() -> None:
     a = ARM / np.sqrt(2.0)
-    root = ET.parse(ASSETS / "scene.xml").getroot()
+    # the assets the engines load: the description's
+    root = ET.parse(ROBOT.asset(ROBOT.mujoco.scene)).getroot()
     sites = {s.get("name"): s.get("pos") for s in root.iter("site")}
     for i, (motor, (sx, sy), _) in enumerate(BITCRAZE):
         xyz = [float(v) for v in str(sites[f"rotor{i}"]).split()]
         np.testing.assert_allclose(xyz, [sx * a, sy * a, 0.0], atol=1e-4, err_msg=motor)
     # the URDF draws the front (red) rotors at +x
-    urdf = ET.parse(ASSETS / "crazyflie.urdf").getroot()
+    urdf = ET.parse(ROBOT.asset(ROBOT.pybullet.urdf)).getroot()
     for vis in urdf.iter("visual"):
         mat = vis.find("material")
         if mat is not None and mat.get("name") in ("front", "back"):
@@ -151,7 +152,9 @@ def test_torch_model_pair_imbalance(
 def engine_sim(request: pytest.FixtureRequest) -> Any:
     engine = str(request.param)
     pytest.importorskip(engine)
-    cfg = registry.config_class("sim", engine)(cameras=[], quadrotor={"action_mode": "rotor_rpm"})
+    cfg = registry.config_class("backend", f"{engine}/quadcopter")(
+        cameras=[], quadrotor={"action_mode": "rotor_rpm"}
+    )
     backend = registry.build("sim", cfg, robot="crazyflie", task=None)
     yield backend
     backend.close()
@@ -171,7 +174,7 @@ def test_engine_pair_imbalance(engine_sim: Any) -> None:
 def test_documented_rotor_speed_limits_are_the_computed_ones() -> None:
     """docs/quadrotor.md states max 21 714 rpm and hover 14 476 rpm: what the parameters give
     (sqrt(t2w m g / (4 kf)) and sqrt(m g / (4 kf)), g = 9.81)."""
-    from tether.sim.quadrotor.crazyflie import CRAZYFLIE
+    from tether.robots.crazyflie.robot import CRAZYFLIE
 
     assert round(CRAZYFLIE.max_rpm) == 21714
     assert round(CRAZYFLIE.hover_rpm) == 14476

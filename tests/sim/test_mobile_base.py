@@ -1,5 +1,7 @@
-"""The Husky mobile base on both engines: the SimBackend contract, twist tracking, wheel
-odometry, the lidar, and the same path on PyBullet and MuJoCo for the same twists."""
+"""Mobile bases on both engines: the SimBackend contract for every registered base on every
+engine, backends built from the robot description (never its name), and for the Husky
+twist tracking, wheel odometry, the lidar, and the same path on PyBullet and MuJoCo for the
+same twists."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import pytest
 from tether.core import registry
 from tether.core.errors import ConfigError
 from tether.core.protocols import SimBackend
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import MobileBaseDescription
 from tether.core.types import StepResult
-from tether.sim.robots import husky
+from tether.robots.husky import robot as husky
+from tether.sim import base_scene
 from tether.sim.robots.diff_drive import wrap_angle, yaw_of
 
 ENGINES = [
@@ -21,22 +26,44 @@ ENGINES = [
     pytest.param("mujoco", marks=pytest.mark.mujoco),
 ]
 HZ = 20.0
+# every registered mobile base (a robot folder of kind mobile_base adds its cases here)
+BASES = [r for r in registry.available("robot") if registry.load("robot", r).kind == "mobile_base"]
 
 
-def build(engine: str, task_type: str | None = "go_to_goal", **sim: object) -> SimBackend:
+def build(
+    engine: str,
+    task_type: str | None = "go_to_goal",
+    robot: str | RobotDescription = "husky",
+    **sim: object,
+) -> SimBackend:
     pytest.importorskip(engine)
     fields: dict[str, object] = {"control_hz": HZ, "cameras": [], "reset_noise": 0.0}
     fields.update(sim)
-    cfg = registry.config_class("sim", engine)(**fields)
+    # the engine's mobile-base config: its own fields plus mobile_base:
+    cfg = registry.config_class("backend", f"{engine}/mobile_base")(**fields)
     task = None
     if task_type is not None:
         task = registry.build("task", registry.config_class("task", task_type)())
-    return registry.build("sim", cfg, robot="husky", task=task)
+    return registry.build("sim", cfg, robot=robot, task=task)
 
 
 @pytest.fixture(params=ENGINES)
 def sim(request: pytest.FixtureRequest) -> Iterator[SimBackend]:
     backend = build(request.param)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param((e.values[0], b), marks=e.marks, id=f"{b}-{e.values[0]}")
+        for b in BASES
+        for e in ENGINES
+    ]
+)
+def base_sim(request: pytest.FixtureRequest) -> Iterator[SimBackend]:
+    engine, robot = request.param
+    backend = build(engine, "obstacle_course", robot)
     yield backend
     backend.close()
 
@@ -54,17 +81,27 @@ def true_pose(sim: SimBackend) -> tuple[float, float, float]:
     return float(pos[0]), float(pos[1]), yaw_of(quat)
 
 
-def test_contract(sim: SimBackend) -> None:
+def test_every_base_runs_on_every_engine() -> None:
+    assert "husky" in BASES
+    assert all(isinstance(registry.load("robot", b), MobileBaseDescription) for b in BASES)
+
+
+def test_contract(base_sim: SimBackend) -> None:
+    sim = base_sim
+    desc = registry.load("robot", sim.spec.name)
     assert isinstance(sim, SimBackend)
+    assert sim.spec == desc.spec(HZ)
     assert sim.spec.kind == "mobile_base" and sim.spec.action.mode == "twist"
     obs = sim.reset(seed=3)
     n_beams = sim.cfg.mobile_base.lidar.n_beams  # type: ignore[attr-defined]
-    shapes = {"state": (13,), "scan": (n_beams,), "base_pose": (7,), "env_state": (7,)}
+    n_state = 5 + 2 * len(desc.wheel_joints)
+    n_env = 7 * (1 + base_scene_obstacles(sim))
+    shapes = {"state": (n_state,), "scan": (n_beams,), "base_pose": (7,), "env_state": (n_env,)}
     for _ in range(2):
         for key, shape in shapes.items():
             assert obs[key].shape == shape and obs[key].dtype == np.float32, key
             assert np.all(np.isfinite(obs[key])), key
-        assert len(sim.spec.state_names) == 13
+        assert len(sim.spec.state_names) == n_state
         assert obs.stamp_ns == round(sim.sim_time * 1e9)
         obs = sim.step(np.array([0.5, 0.2])).observation
     assert sim.sim_time == pytest.approx(2 / HZ)
@@ -72,6 +109,55 @@ def test_contract(sim: SimBackend) -> None:
     np.testing.assert_allclose(obs["env_state"][:3], sim.body_pose("goal")[0], atol=1e-5)
     with pytest.raises(ValueError, match="shape"):
         sim.step(np.zeros(3))
+
+
+def base_scene_obstacles(sim: SimBackend) -> int:
+    return sum(1 for o in sim.task.objects if o.startswith("obstacle_"))  # type: ignore[attr-defined]
+
+
+def test_husky_spec_is_its_description_spec() -> None:
+    """The Husky's RobotSpec, pinned: the description builds what husky_spec always gave."""
+    spec = husky.ROBOT.spec(20.0)
+    assert spec == husky.husky_spec(20.0)
+    assert spec.name == "husky" and spec.kind == "mobile_base" and spec.control_hz == 20.0
+    assert spec.action.names == ("linear_x", "angular_z")
+    assert spec.action.low == (-1.0, -2.0) and spec.action.high == (1.0, 2.0)
+    assert spec.state_names[:5] == ("odom_x", "odom_y", "odom_yaw", "odom_vx", "odom_wz")
+    assert spec.state_names[5] == "front_left_wheel_position"
+    assert spec.state_names[-1] == "rear_right_wheel_velocity" and len(spec.state_names) == 13
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_backends_read_the_description_not_the_name(engine: str) -> None:
+    """A base under another name, with its own lidar mount and camera, runs: nothing looks
+    up 'husky'. A description without a wheel the model has is one config-error line."""
+    from tether.core.robot_kinds import BaseCamera
+    from tether.core.spec import CameraSpec
+
+    twin = husky.ROBOT.model_copy(
+        update={
+            "name": "husky_twin",
+            "lidar_xyz": (0.0, 0.0, 0.3),
+            "cameras": {"nose": BaseCamera(eye=(0.6, 0.0, 0.3), target=(2.0, 0.0, 0.3))},
+        }
+    )
+    sim = build(engine, robot=twin, cameras=[CameraSpec(name="nose", width=16, height=16)])
+    try:
+        assert sim.spec.name == "husky_twin"
+        assert sim.render("nose").shape == (16, 16, 3)
+        assert sim.step(np.array([0.5, 0.0])).observation["state"].shape == (13,)
+    finally:
+        sim.close()
+    joints = ("front_left_wheel", "middle_wheel", "rear_left_wheel", "rear_right_wheel")
+    broken = husky.ROBOT.model_copy(update={"name": "three_wheels", "wheel_joints": joints})
+    with pytest.raises(ConfigError) as err:
+        build(engine, robot=broken)
+    msg = str(err.value)
+    assert "\n" not in msg and "'three_wheels'" in msg and "'middle_wheel'" in msg, msg
+    backend = registry.load("backend", f"{engine}/mobile_base")
+    cfg = registry.config_class("backend", f"{engine}/mobile_base")()
+    with pytest.raises(ConfigError, match="simulates mobile bases; robot 'panda' is a arm"):
+        backend(cfg, robot=registry.load("robot", "panda"))
 
 
 def test_reset_is_deterministic(sim: SimBackend) -> None:
@@ -134,7 +220,7 @@ def test_lidar_sees_an_obstacle(engine_task_sim: SimBackend) -> None:
     x, y, _ = true_pose(sim)
     sim.set_body_pose("obstacle_0", np.array([x + 3.0, y, 0.0]), np.array([1.0, 0, 0, 0]))
     for name in ("obstacle_1", "obstacle_2", "obstacle_3", "obstacle_4", "obstacle_5"):
-        sim.set_body_pose(name, np.array([*husky.PARKING, 0.0]), np.array([1.0, 0, 0, 0]))
+        sim.set_body_pose(name, np.array([*base_scene.PARKING, 0.0]), np.array([1.0, 0, 0, 0]))
     sim.set_body_pose("goal", np.array([x, y + 2.0, 0.0]), np.array([1.0, 0, 0, 0]))
     scan = sim.observe()["scan"]
     lidar = sim.cfg.mobile_base.lidar  # type: ignore[attr-defined]
@@ -144,7 +230,7 @@ def test_lidar_sees_an_obstacle(engine_task_sim: SimBackend) -> None:
     ahead = np.abs(angles) < 1e-6
     assert ahead.sum() == 1
     # the cylinder's surface is 3 - 0.25 m from the lidar (it sits over the base centre)
-    assert scan[ahead][0] == pytest.approx(3.0 - husky.OBSTACLE_RADIUS, abs=0.03)
+    assert scan[ahead][0] == pytest.approx(3.0 - base_scene.OBSTACLE_RADIUS, abs=0.03)
     near = np.abs(angles) < 0.15
     assert scan[near].min() < 2.9
     # sideways nothing is in range (the goal marker is visual only): range_max

@@ -14,9 +14,10 @@ from tether.core import registry
 from tether.core.config import load_config
 from tether.core.errors import ConfigError
 from tether.core.types import Observation
+from tether.robots.husky import robot as husky
+from tether.sim.base_scene import OBSTACLE_RADIUS, PARKING
 from tether.sim.experts.base_expert import BaseExpert
 from tether.sim.experts.config_base_expert import BaseExpertConfig
-from tether.sim.robots import husky
 from tether.sim.robots.diff_drive import beam_angles, yaw_quat
 from tether.sim.tasks.config_base_tasks import GoToGoalConfig, ObstacleCourseConfig
 from tether.sim.tasks.go_to_goal import GoToGoalTask
@@ -24,7 +25,9 @@ from tether.sim.tasks.obstacle_course import ObstacleCourseTask
 
 
 class FakeBase:
-    """Just the body_pose / set_body_pose part of a backend."""
+    """Just the body_pose / set_body_pose part of a backend, and its robot's description."""
+
+    robot = husky.ROBOT
 
     def __init__(self, x: float = 0.0, y: float = 0.0, yaw: float = 0.0) -> None:
         self.poses: dict[str, tuple[np.ndarray, np.ndarray]] = {
@@ -33,7 +36,7 @@ class FakeBase:
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         if name.startswith("obstacle_") and name not in self.poses:  # parked, as backends do
-            return np.array([*husky.PARKING, 0.5]), yaw_quat(0.0)
+            return np.array([*PARKING, 0.5]), yaw_quat(0.0)
         return self.poses[name]
 
     def set_body_pose(self, name: str, pos: np.ndarray, quat: np.ndarray) -> None:
@@ -44,8 +47,8 @@ def test_registered_with_configs() -> None:
     assert registry.config_class("task", "go_to_goal") is GoToGoalConfig
     assert registry.config_class("task", "obstacle_course") is ObstacleCourseConfig
     assert registry.config_class("policy", "base_expert") is BaseExpertConfig
-    assert registry.load("robot", "husky")().kind == "mobile_base"
-    spec = registry.load("robot", "husky")(control_hz=10.0, cameras=())
+    assert registry.load("robot", "husky").kind == "mobile_base"
+    spec = registry.load("robot", "husky").spec(control_hz=10.0, cameras=())
     assert spec.dt == pytest.approx(0.1) and spec.action.high == (1.0, 2.0)
     with pytest.raises(ValidationError, match="distance_rnage"):
         GoToGoalConfig(distance_rnage=(1, 2))
@@ -81,7 +84,7 @@ def test_obstacle_course_layout() -> None:
     cfg = ObstacleCourseConfig()
     task = ObstacleCourseTask(cfg)
     assert task.objects == ("goal", *(f"obstacle_{i}" for i in range(cfg.n_obstacles)))
-    r = husky.OBSTACLE_RADIUS
+    r = OBSTACLE_RADIUS
     for seed in range(30):
         sim = FakeBase()
         task.reset(sim, np.random.default_rng(seed))  # type: ignore[arg-type]
@@ -114,8 +117,23 @@ def test_obstacle_course_collision_penalty() -> None:
     assert task.clearance(sim) > 0.1  # type: ignore[arg-type]
 
 
+def test_obstacle_course_reads_the_base_outline_from_its_description() -> None:
+    """The outline is the robot's footprint (1.01 x 0.69 m for the Husky): a base twice as
+    long is touched by an obstacle the Husky clears."""
+    task = ObstacleCourseTask(ObstacleCourseConfig(n_obstacles=1))
+    sim = FakeBase()
+    sim.set_body_pose("obstacle_0", np.array([0.504 + r_plus(0.3), 0.0, 0.0]), yaw_quat(0.0))
+    assert task.clearance(sim) == pytest.approx(0.3, abs=1e-3)  # type: ignore[arg-type]
+    long = FakeBase()
+    long.robot = husky.ROBOT.model_copy(update={"footprint": (1.008, 0.3427)})
+    long.set_body_pose("obstacle_0", np.array([0.504 + r_plus(0.3), 0.0, 0.0]), yaw_quat(0.0))
+    assert task.clearance(long) < 0.0  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="mobile-base backend"):
+        task.clearance(object())  # type: ignore[arg-type]
+
+
 def r_plus(gap: float) -> float:
-    return husky.OBSTACLE_RADIUS + gap
+    return OBSTACLE_RADIUS + gap
 
 
 # ---- the expert on synthetic observations ---------------------------------------------
@@ -141,8 +159,8 @@ def scan_with_post(x: float, y: float, n: int = 64, range_max: float = 10.0) -> 
     ang = beam_angles(n, 270.0)
     d = np.array([math.cos(a) * x + math.sin(a) * y for a in ang])
     lateral = np.abs([-math.sin(a) * x + math.cos(a) * y for a in ang])
-    hit = (d > 0) & (lateral < husky.OBSTACLE_RADIUS)
-    return np.where(hit, d - husky.OBSTACLE_RADIUS, range_max).astype(np.float32)
+    hit = (d > 0) & (lateral < OBSTACLE_RADIUS)
+    return np.where(hit, d - OBSTACLE_RADIUS, range_max).astype(np.float32)
 
 
 def test_expert_heads_for_a_free_goal() -> None:
@@ -172,10 +190,9 @@ def test_expert_steers_around_an_obstacle() -> None:
 def test_expert_rejects_other_tasks_and_robots() -> None:
     with pytest.raises(ConfigError, match="not 'lift'"):
         expert("lift")
-    from tether.sim.robots.panda import panda_spec
-
+    panda_spec = registry.load("robot", "panda").spec()
     with pytest.raises(ConfigError, match="twist"):
-        BaseExpert(BaseExpertConfig(), panda_spec(), GoToGoalConfig())
+        BaseExpert(BaseExpertConfig(), panda_spec, GoToGoalConfig())
 
 
 # ---- the expert in closed loop, through the experiment YAMLs ------------------------------

@@ -1,31 +1,33 @@
-"""The PyBullet backend: isolated instances, the TCP of panda_kinematics, and the scripted
-expert solving reach and lift unchanged (the generic SimBackend checks live in
-test_backend_contract.py)."""
+"""The PyBullet arm backend: isolated instances, robot cameras, and the scripted expert solving
+reach and lift unchanged for every registered arm (the generic SimBackend checks live in
+test_backend_contract.py, the TCP against the chain in test_kinematics.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from arm_cases import arm, arm_params, build_arm_sim
 from sim_helpers import expert_episode
 
 from tether.sim.experts.config_expert import ScriptedExpertConfig
-from tether.sim.robots import panda_kinematics as kin
 from tether.sim.tasks.config_tasks import LiftConfig, ReachConfig
 
 pytestmark = pytest.mark.pybullet
 pb = pytest.importorskip("pybullet")
 
+# issue #15's bar for an arm other than the Panda: 90 % of the seeds
+ALLOWED_FAILURE_RATE = {"panda": 0.0}
+DEFAULT_ALLOWED_FAILURE_RATE = 0.1
 
-def _make(task_type: str, control_hz: float = 100.0):  # noqa: ANN202 - test helper
+
+def _make(task_type: str, robot: str = "panda", control_hz: float = 100.0):  # noqa: ANN202
     from tether.sim.experts.expert import ScriptedExpert
-    from tether.sim.pybullet.backend import PybulletBackend
-    from tether.sim.pybullet.config_pybullet import PybulletConfig
     from tether.sim.tasks.lift import LiftTask
     from tether.sim.tasks.reach import ReachTask
 
     task_cfg = LiftConfig() if task_type == "lift" else ReachConfig()
     task = LiftTask(task_cfg) if task_type == "lift" else ReachTask(task_cfg)
-    sim = PybulletBackend(PybulletConfig(control_hz=control_hz), task=task)
+    sim = build_arm_sim("pybullet", robot, task, control_hz=control_hz)
     expert = ScriptedExpert(ScriptedExpertConfig(), sim.spec, task_cfg)
     return sim, expert
 
@@ -60,45 +62,45 @@ def test_two_instances_step_independently() -> None:
         b.close()
 
 
-def test_ee_pose_matches_panda_kinematics() -> None:
-    """The backend's TCP (URDF panda_hand frame + 0.1034 m) is the expert's FK TCP."""
-    sim, _ = _make("reach")
-    rng = np.random.default_rng(0)
+def _red(img: np.ndarray) -> int:
+    """Pixels of the cube's colour: red well above green and blue."""
+    i = img.astype(np.int32)
+    return int(((i[..., 0] > 80) & (i[..., 0] > 2 * i[..., 1]) & (i[..., 0] > 2 * i[..., 2])).sum())
+
+
+@pytest.mark.parametrize("robot", arm_params())
+def test_render_world_and_robot_cameras(robot: str) -> None:
+    """The world's front camera and every camera on the robot (its description's), in
+    observations; a wrist camera sees the cube under the tool (measured at 64x64: 25 red
+    pixels for the Panda, 30 for the UR5e), and loses it when the cube goes."""
+    from tether.core.spec import CameraSpec
+    from tether.sim.tasks.lift import LiftTask
+
+    desc = arm(robot)
+    cams = [CameraSpec(name="front", width=64, height=48)]
+    cams += [CameraSpec(name=n, width=64, height=64, fovy_deg=70.0) for n in desc.pybullet.cameras]
+    sim = build_arm_sim("pybullet", robot, LiftTask(), cameras=cams, render_in_obs=True)
     try:
-        for _ in range(30):
-            q = rng.uniform(kin.LOWER, kin.UPPER)
-            for j, qj in zip(sim._arm, q, strict=True):
-                pb.resetJointState(sim._robot, j, qj, 0.0, physicsClientId=sim._cid)
-            state = sim.observe()["state"].astype(np.float64)
-            np.testing.assert_allclose(state[:7], q, atol=1e-6)
-            pos, quat = sim.ee_pose()
-            p_fk, R_fk = kin.fk(state[:7])
-            assert np.linalg.norm(pos - p_fk) < 0.005
-            # q and -q are the same rotation
-            assert abs(abs(float(quat @ kin.mat_to_quat(R_fk))) - 1.0) < 1e-4
+        obs = sim.reset(0)
+        assert obs["images/front"].shape == (48, 64, 3)
+        assert obs["images/front"].dtype == np.uint8
+        assert obs["images/front"].std() > 5  # not a blank frame
+        tcp = sim.ee_pose()[0]
+        quat = np.array([1.0, 0.0, 0.0, 0.0])
+        for name, mount in desc.pybullet.cameras.items():
+            assert obs[f"images/{name}"].shape == (64, 64, 3)
+            if mount.link is None:
+                continue
+            sim.set_body_pose("cube", np.array([tcp[0], tcp[1], 0.025]), quat)
+            assert _red(sim.render(name)) >= 5, name
+            sim.set_body_pose("cube", np.array([0.5, 0.0, -2.0]), quat)  # below the floor
+            assert _red(sim.render(name)) == 0, name
     finally:
         sim.close()
 
 
-def test_render_front_and_wrist() -> None:
-    from tether.core.spec import CameraSpec
-    from tether.sim.pybullet.backend import PybulletBackend
-    from tether.sim.pybullet.config_pybullet import PybulletConfig
-
-    cams = [
-        CameraSpec(name="front", width=64, height=48),
-        CameraSpec(name="wrist", width=32, height=32, fovy_deg=70.0),
-    ]
-    with PybulletBackend(PybulletConfig(cameras=cams, render_in_obs=True)) as sim:
-        obs = sim.reset(0)
-        assert obs["images/front"].shape == (48, 64, 3)
-        assert obs["images/wrist"].shape == (32, 32, 3)
-        assert obs["images/front"].dtype == np.uint8
-        assert obs["images/front"].std() > 5  # not a blank frame
-
-
-def _failed_seeds(task_type: str, control_hz: float, seeds: range) -> list[int]:
-    sim, expert = _make(task_type, control_hz)
+def _failed_seeds(task_type: str, robot: str, control_hz: float, seeds: range) -> list[int]:
+    sim, expert = _make(task_type, robot, control_hz)
     try:
         if control_hz == 500.0:  # a 2 ms control period is one physics step
             assert sim.substeps == 1
@@ -107,19 +109,55 @@ def _failed_seeds(task_type: str, control_hz: float, seeds: range) -> list[int]:
         sim.close()
 
 
+def _assert_success(failed: list[int], robot: str, seeds: range) -> None:
+    allowed = int(ALLOWED_FAILURE_RATE.get(robot, DEFAULT_ALLOWED_FAILURE_RATE) * len(seeds))
+    assert len(failed) <= allowed, f"{robot}: failed seeds {failed} (allowed {allowed})"
+
+
 # The README claims "expert 30/30 lift, 20/20 reach" on PyBullet and 100 % on 30 seeds at
-# 50/100/500 Hz for the expert. Measured here: 30/30 for reach and lift at 50, 100 and 500 Hz;
-# the slowest episode succeeds after 1.44 s of reach's 5 s limit and 2.93 s of lift's 8 s.
-def test_expert_reach_succeeds_on_every_seed() -> None:
-    assert _failed_seeds("reach", 100.0, range(20)) == []  # ~1.5 s
+# 50/100/500 Hz for the expert (Panda). Measured here: 30/30 for reach and lift at 50, 100
+# and 500 Hz; the slowest episode succeeds after 1.44 s of reach's 5 s limit and 2.93 s of
+# lift's 8 s.
+@pytest.mark.parametrize("robot", arm_params())
+def test_expert_reach_succeeds_on_every_seed(robot: str) -> None:
+    _assert_success(_failed_seeds("reach", robot, 100.0, range(20)), robot, range(20))  # ~1.5 s
 
 
 @pytest.mark.slow
-def test_expert_lift_succeeds_on_every_seed() -> None:
-    assert _failed_seeds("lift", 100.0, range(30)) == []  # ~13 s
+@pytest.mark.parametrize("robot", arm_params())
+def test_expert_lift_succeeds_on_every_seed(robot: str) -> None:
+    _assert_success(_failed_seeds("lift", robot, 100.0, range(30)), robot, range(30))  # ~13 s
 
 
 @pytest.mark.slow
-def test_expert_lift_at_500hz_succeeds_on_every_seed() -> None:
+@pytest.mark.parametrize("robot", arm_params())
+def test_expert_lift_at_500hz_succeeds_on_every_seed(robot: str) -> None:
     """A 2 ms control period: one physics step per control step (~20 s for 30 episodes)."""
-    assert _failed_seeds("lift", 500.0, range(30)) == []
+    _assert_success(_failed_seeds("lift", robot, 500.0, range(30)), robot, range(30))
+
+
+def test_a_urdf_in_the_robot_folder_loads_like_the_loader(tmp_path) -> None:
+    """``pybullet.urdf`` (a file in the robot's folder, fixed base at the origin) gives the
+    same robot as the Panda's ``pybullet.loader``: same reset state and TCP."""
+    from pathlib import Path
+
+    import pybullet_data
+
+    from tether.robots.panda.pybullet import URDF
+
+    src = Path(pybullet_data.getDataPath()) / URDF
+    meshes = (src.parent / "meshes").as_posix()
+    text = src.read_text().replace("package://meshes/visual/", "package://meshes/collision/")
+    (tmp_path / "panda.urdf").write_text(text.replace("package://meshes/", meshes + "/"))
+    desc = arm("panda")
+    pyb = desc.pybullet.model_copy(update={"urdf": "panda.urdf", "loader": None})
+    from_urdf = desc.model_copy(update={"folder": tmp_path, "pybullet": pyb})
+    a = build_arm_sim("pybullet", "panda", None, cameras=[])
+    b = build_arm_sim("pybullet", from_urdf, None, cameras=[])
+    try:
+        oa, ob = a.reset(3), b.reset(3)
+        np.testing.assert_array_equal(oa["state"], ob["state"])
+        np.testing.assert_allclose(a.ee_pose()[0], b.ee_pose()[0], atol=1e-9)
+    finally:
+        a.close()
+        b.close()

@@ -1,5 +1,6 @@
-"""Both quadrotor backends (PyBullet, MuJoCo) honour the SimBackend contract, apply the
-three action modes, reject bad actions and agree with the numpy dynamics."""
+"""Both quadrotor backends (PyBullet, MuJoCo) honour the SimBackend contract for every
+registered multirotor, read the robot's description (never its name), apply the three action
+modes, reject bad actions and agree with the numpy dynamics."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import numpy as np
 import pytest
 
 from tether.core import registry
-from tether.core.errors import InvalidCommand
+from tether.core.config import load_config
+from tether.core.errors import ConfigError, InvalidCommand
 from tether.core.protocols import SimBackend
+from tether.core.robot import RobotDescription
+from tether.core.robot_kinds import MultirotorDescription
 from tether.core.types import Observation, StepResult
+from tether.robots.crazyflie import robot as cf
+from tether.robots.crazyflie.robot import CRAZYFLIE
 from tether.sim.quadrotor.batched_env import BatchedHoverEnv
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE
 from tether.sim.quadrotor.dynamics import QuadrotorDynamics, hover_state, quat_from_euler
 from tether.sim.quadrotor.world import split_drones
 
@@ -28,13 +33,21 @@ HOVER = CRAZYFLIE.hover_rpm
 # Euler, numpy with RK4, both at 2 ms (measured: ~0.7 mm, ~2 mm/s, ~1e-3 rad/s)
 AGREE_POS_M = 3e-3
 AGREE_VEL = 6e-3
+# every registered multirotor (a robot folder of kind quadcopter adds its cases here)
+DRONES = [r for r in registry.available("robot") if registry.load("robot", r).kind == "quadcopter"]
 
 
-def build(engine: str, task: str | None = None, **quad: Any) -> Any:
+def build(
+    engine: str,
+    task: str | None = None,
+    robot: str | RobotDescription = "crazyflie",
+    **quad: Any,
+) -> Any:
     pytest.importorskip(engine)
-    cfg = registry.config_class("sim", engine)(cameras=[], quadrotor=quad)
+    # the engine's quadcopter config: its own fields plus quadrotor:
+    cfg = registry.config_class("backend", f"{engine}/quadcopter")(cameras=[], quadrotor=quad)
     task_obj = registry.build("task", registry.config_class("task", task)()) if task else None
-    return registry.build("sim", cfg, robot="crazyflie", task=task_obj)
+    return registry.build("sim", cfg, robot=robot, task=task_obj)
 
 
 @pytest.fixture(params=ENGINES)
@@ -42,11 +55,23 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def sim(engine: str) -> Iterator[Any]:
-    backend = build(engine, "hover")
+@pytest.fixture(
+    params=[
+        pytest.param((e.values[0], d), marks=e.marks, id=f"{d}-{e.values[0]}")
+        for d in DRONES
+        for e in ENGINES
+    ]
+)
+def sim(request: pytest.FixtureRequest) -> Iterator[Any]:
+    engine, robot = request.param
+    backend = build(engine, "hover", robot)
     yield backend
     backend.close()
+
+
+def test_every_multirotor_runs_on_every_engine() -> None:
+    assert "crazyflie" in DRONES
+    assert all(isinstance(registry.load("robot", d), MultirotorDescription) for d in DRONES)
 
 
 def _check_obs(obs: Observation, sim: Any, n: int = 1) -> None:
@@ -59,8 +84,53 @@ def _check_obs(obs: Observation, sim: Any, n: int = 1) -> None:
 
 def test_is_a_sim_backend(sim: Any) -> None:
     assert isinstance(sim, SimBackend)
-    assert sim.spec.name == "crazyflie" and sim.spec.kind == "quadcopter"
+    desc = registry.load("robot", sim.spec.name)
+    assert sim.spec == desc.spec(sim.cfg.control_hz)
+    assert sim.spec.kind == "quadcopter" and sim.params == desc.params
     assert sim.spec.action.shape == (4,) and len(sim.spec.state_names) == 13
+
+
+def test_backends_read_the_description_not_the_name(engine: str) -> None:
+    """A heavier Crazyflie under another name flies with its own mass (hover rpm); a scene
+    without the drone body it names is one config-error line."""
+    heavy = CRAZYFLIE.model_copy(update={"mass": 0.035})
+    twin = cf.ROBOT.model_copy(update={"name": "cf_heavy", "params": heavy})
+    sim = build(engine, "hover", twin)
+    try:
+        assert sim.params.mass == 0.035 and sim.robot.name == "cf_heavy"
+        sim.reset(seed=0)
+        assert sim.motor_rpm[0, 0] == pytest.approx(heavy.hover_rpm)
+        assert heavy.hover_rpm > HOVER
+    finally:
+        sim.close()
+    if engine == "mujoco":
+        assets = cf.ROBOT.mujoco.model_copy(update={"body": "no_such_body"})
+        broken = cf.ROBOT.model_copy(update={"name": "cf_broken", "mujoco": assets})
+    else:
+        assets = cf.ROBOT.pybullet.model_copy(update={"urdf": "assets/missing.urdf"})
+        broken = cf.ROBOT.model_copy(update={"name": "cf_broken", "pybullet": assets})
+    with pytest.raises(ConfigError) as err:
+        build(engine, "hover", broken)
+    msg = str(err.value)
+    missing = "'no_such_body'" if engine == "mujoco" else "missing.urdf"
+    assert "\n" not in msg and "'cf_broken'" in msg and missing in msg, msg
+    backend = registry.load("backend", f"{engine}/quadcopter")
+    cfg = registry.config_class("backend", f"{engine}/quadcopter")()
+    with pytest.raises(ConfigError, match="simulates quadcopters; robot 'husky' is a mobile_base"):
+        backend(cfg, robot=registry.load("robot", "husky"))
+
+
+def test_quadrotor_settings_belong_to_drone_experiments(repo) -> None:  # type: ignore[no-untyped-def]
+    """``sim.quadrotor`` validates only where the robot is a multirotor: on an arm or a base
+    experiment it is a one-line unknown-field error."""
+    cfg = load_config(
+        repo / "configs/experiments/quad_pid_hover.yaml", ["sim.quadrotor.num_drones=3"]
+    )
+    assert cfg.sim.quadrotor.num_drones == 3  # type: ignore[union-attr]
+    for name in ("panda_lift_expert", "husky_go_to_goal"):
+        with pytest.raises(ConfigError, match=r"sim\.quadrotor: unknown field") as err:
+            load_config(repo / f"configs/experiments/{name}.yaml", ["sim.quadrotor.num_drones=2"])
+        assert "\n" not in str(err.value)
 
 
 def test_reset_step_observe(sim: Any) -> None:
@@ -242,7 +312,8 @@ def test_body_pose_round_trip(sim: Any) -> None:
 
 def test_render(engine: str) -> None:
     pytest.importorskip(engine)
-    cfg = registry.config_class("sim", engine)()  # default camera "front", 96x96
+    # default camera "front", 96x96
+    cfg = registry.config_class("backend", f"{engine}/quadcopter")()
     sim = registry.build("sim", cfg, robot="crazyflie", task=None)
     try:
         sim.reset(0)

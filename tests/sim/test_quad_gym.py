@@ -1,4 +1,5 @@
-"""tether.sim.make_env: the gymnasium view of a backend + task matches BatchedHoverEnv."""
+"""tether.sim.make_env: the gymnasium view of a backend + task. A drone world presents itself
+through its LearningView exactly as BatchedHoverEnv; other kinds get the generic view."""
 
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ def test_task_config_on_a_backend_and_other_modes() -> None:
     from tether.core import registry
     from tether.sim import make_env
 
-    cfg = registry.config_class("sim", "pybullet")(
+    cfg = registry.config_class("backend", "pybullet/quadcopter")(
         cameras=[], quadrotor={"action_mode": "thrust_rates", "num_drones": 2}
     )
     backend = registry.build("sim", cfg, robot="crazyflie", task=None)
@@ -134,6 +135,24 @@ def test_arm_experiment() -> None:
         env.close()
 
 
+@pytest.mark.pybullet
+def test_mobile_base_experiment_gets_the_generic_view() -> None:
+    """A base is no LearningView: observation concat(state, env_state), actions linear."""
+    pytest.importorskip("pybullet")
+    from tether.core.protocols import LearningView
+    from tether.sim import make_env
+
+    env = make_env(REPO / "configs/experiments/husky_go_to_goal.yaml", overrides=["sim.cameras=[]"])
+    try:
+        assert not isinstance(env.backend, LearningView)
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (13 + 7,)  # odometry + wheels, then the goal's pose
+        np.testing.assert_allclose(env.to_backend_action(np.ones(2)), [1.0, 2.0])
+        np.testing.assert_allclose(env.to_backend_action(np.array([np.nan, -1.0])), [0.0, -2.0])
+    finally:
+        env.close()
+
+
 def test_import_stays_light() -> None:
     code = (
         "import sys, tether.sim; assert 'gymnasium' not in sys.modules; "
@@ -155,13 +174,19 @@ def test_example_configs_parse() -> None:
 
 
 def test_float_observation_equals_numpy() -> None:
-    from tether.sim.gym_env import quad_observation
-    from tether.sim.quadrotor.batched_env import hover_observation
+    from tether.sim.quadrotor.batched_env import action_to_rpm, hover_observation
+    from tether.sim.quadrotor.features import hover_features, rpm_from_normalized
 
     env = BatchedHoverEnv(3, seed=4)
     env.reset()
     state = env.state.reshape(-1).astype(np.float32)
     targets = np.random.default_rng(0).normal(size=(3, 7)).astype(np.float32)
-    got = quad_observation(state, targets.reshape(-1), 3)
+    got = hover_features(state, targets.reshape(-1), 3)
     want = hover_observation(state.reshape(3, 13).astype(np.float64), targets[:, :3])
     np.testing.assert_array_equal(got, want.reshape(-1))
+    a = np.random.default_rng(1).uniform(-1.5, 1.5, 12)
+    a[5] = np.nan
+    hover = env.params.hover_rpm
+    np.testing.assert_array_equal(
+        rpm_from_normalized(a, hover), action_to_rpm(a.reshape(3, 4)).reshape(-1)
+    )

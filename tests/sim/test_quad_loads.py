@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tether.robots.crazyflie.robot import CRAZYFLIE
 from tether.sim.quadrotor.control import CascadedPID
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE
 from tether.sim.quadrotor.dynamics import (
     QuadrotorDynamics,
     hover_state,

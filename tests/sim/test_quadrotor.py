@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tether.robots.crazyflie.robot import CRAZYFLIE, GRAVITY, crazyflie_spec
 from tether.sim.quadrotor.batched_env import BatchedHoverEnv, hover_success
 from tether.sim.quadrotor.control import CascadedPID, figure_eight
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, GRAVITY, crazyflie_spec
 from tether.sim.quadrotor.dynamics import (
     QuadrotorDynamics,
     hover_state,

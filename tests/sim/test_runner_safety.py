@@ -1,18 +1,36 @@
-"""SimRunner wires the safety layer: the Panda's forward kinematics keeps end-effector targets
-inside safety.workspace."""
+"""SimRunner wires the safety layer: the arm's forward kinematics (its description's chain)
+keeps end-effector targets inside safety.workspace."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from arm_cases import arm, arm_params
 
+from tether.core import registry
 from tether.core.config import load_config
 from tether.core.types import ActionChunk
-from tether.sim.robots import panda_kinematics
+from tether.sim.runner import workspace_fk
 
-pytestmark = [pytest.mark.mujoco]
+PANDA = arm("panda").kinematics
 
 
+@pytest.mark.parametrize("robot", arm_params())
+def test_workspace_fk_is_the_arms_chain(robot: str) -> None:
+    """Every arm gets a workspace box: the TCP of its chain for the arm part of an action."""
+    desc = arm(robot)
+    fk = workspace_fk(desc.spec())
+    assert fk is not None
+    q = np.asarray(desc.home) + 0.1
+    action = np.array([*q, desc.gripper.upper])
+    np.testing.assert_array_equal(fk(action), desc.kinematics.fk(q)[0])
+
+
+def test_workspace_fk_is_none_without_a_chain() -> None:
+    assert workspace_fk(registry.load("robot", "husky").spec()) is None
+
+
+@pytest.mark.mujoco
 def test_panda_targets_outside_the_workspace_box_are_not_applied(repo):
     pytest.importorskip("mujoco")
     from tether.sim.runner import SimRunner
@@ -21,7 +39,7 @@ def test_panda_targets_outside_the_workspace_box_are_not_applied(repo):
     probe = SimRunner(load_config(exp, ["sim.cameras=[]"]))
     home = probe.measured(probe.reset()).copy()
     probe.backend.close()
-    p = panda_kinematics.fk(home[:7].astype(np.float64))[0]
+    p = PANDA.fk(home[:7].astype(np.float64))[0]
     box = f"{{low: {(p - 0.05).tolist()}, high: {(p + 0.05).tolist()}}}"
     runner = SimRunner(load_config(exp, ["sim.cameras=[]", f"safety.workspace={box}"]))
     try:
@@ -39,7 +57,7 @@ def test_panda_targets_outside_the_workspace_box_are_not_applied(repo):
         runner.backend.step = spy
         for _ in range(60):
             runner.step()
-        ee = np.array([panda_kinematics.fk(a[:7].astype(np.float64))[0] for a in sent])
+        ee = np.array([PANDA.fk(a[:7].astype(np.float64))[0] for a in sent])
         assert np.all(np.abs(ee - p) <= 0.05 + 1e-6)
         assert runner.safety.stats.workspace_blocked > 0
         assert sent[-1][1] > home[1] + 0.01  # it moved as far as the box allows

@@ -4,14 +4,14 @@ pyproject.toml) must be installed in the same Python environment."""
 from glob import glob
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 package_name = "tether_ros"
 
 setup(
     name=package_name,
     version="0.1.0",
-    packages=[package_name],
+    packages=find_packages(include=[package_name, f"{package_name}.*"]),
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),

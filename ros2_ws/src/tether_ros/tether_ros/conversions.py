@@ -12,6 +12,7 @@ import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
+from numpy.typing import ArrayLike
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -318,6 +319,14 @@ def setpoint_to_twist(setpoint: np.ndarray, yaw: float) -> Twist:
     msg = Twist()
     msg.linear.x, msg.linear.y, msg.linear.z = c * vx + s * vy, -s * vx + c * vy, vz
     msg.angular.z = r
+    return msg
+
+
+def twist_msg(linear: ArrayLike, angular: ArrayLike) -> Twist:
+    """A Twist of linear (3,) m/s and angular (3,) rad/s velocities."""
+    msg = Twist()
+    msg.linear.x, msg.linear.y, msg.linear.z = (float(v) for v in np.asarray(linear))
+    msg.angular.x, msg.angular.y, msg.angular.z = (float(v) for v in np.asarray(angular))
     return msg
 
 

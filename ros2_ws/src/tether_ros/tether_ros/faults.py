@@ -49,7 +49,7 @@ class Step:
 @dataclass
 class BridgeSpy:
     """Wraps a SimBridge's runner: records each registered command time, each step's action
-    and whether the safety filter's watchdog chose it. ``bridge.runner`` must exist (arms,
+    and whether the safety filter's watchdog chose it. ``bridge.io.runner`` must exist (arms,
     bases)."""
 
     bridge: Any
@@ -58,7 +58,7 @@ class BridgeSpy:
     accepted: int = 0  # commands (chunks, twists) the runner accepted
 
     def __post_init__(self) -> None:
-        runner = self.bridge.runner
+        runner = self.bridge.io.runner
         safety, backend = runner.safety, runner.backend
         real_command, real_output, real_step = safety.command, safety.output, backend.step
         real_submit, real_submit_cmd = runner.submit, runner.submit_command
@@ -144,7 +144,7 @@ def kill_once(
         return None
     for _ in range(extra_spins):
         ex.spin_once(timeout_sec=0.001)
-    t_kill = spy.bridge.runner.obs.stamp_ns
+    t_kill = spy.bridge.io.runner.obs.stamp_ns
     i_kill = len(spy.steps)
     ex.remove_node(server)
     server.destroy_node()

@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tether.core import registry
 from tether.core.config import ExperimentConfig, load_config
 from tether.core.errors import ConfigError
 from tether.core.paths import find_given
-from tether.sim.drone_bridge import drone_names
-from tether.sim.factory import robot_kind
+from tether_ros.kinds import experiment_io, kind_io
 
 
 @dataclass(frozen=True)
@@ -64,62 +64,62 @@ def plan_graph(
     recorder: dict[str, object] | None = None,
     policy: bool = True,
 ) -> list[NodeSpec]:
-    """The nodes of an experiment: a sim bridge and a policy server in its namespace, plus a
-    recorder when ``recorder`` gives its parameters (``output``, optionally ``fps``, ...).
-    With a ``hardware:`` section the hardware bridge replaces the sim bridge, after the mock
-    driver when ``hardware.mock`` (see hardware_nodes).
-    ``policy=False`` leaves the policy server out (a human drives through teleop).
-    ``ros.chunked`` adds a chunk_executor and puts the policy server in chunk mode."""
+    """The nodes of an experiment: a sim bridge and the policy servers the robot's kind
+    runs (tether_ros.kinds: one in the robot's namespace; a drone fleet: one per drone, in
+    the drone's), plus a recorder when ``recorder`` gives its parameters (``output``,
+    optionally ``fps``, ...). With a ``hardware:`` section the hardware bridge replaces the
+    sim bridge, after the mock driver when ``hardware.mock`` (see hardware_nodes).
+    ``policy=False`` leaves the policy servers out (a human drives through teleop).
+    ``ros.chunked`` adds a chunk_executor and puts the policy server in chunk mode (kinds
+    whose chunks an executor executes)."""
     path = str(find_given(experiment))
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
     params: dict[str, object] = {"experiment": path}
     if overrides:
         params["overrides"] = list(overrides)
     ns = cfg.ros.namespace
-    nodes = [
-        NodeSpec("sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params),
-    ]
+    io = experiment_io(cfg)
+    if cfg.ros.chunked and not io.chunked:
+        chunked = [k for k in registry.available("ros_io") if kind_io(k).chunked]
+        raise ConfigError(
+            f"ros.chunked runs a chunk_executor, which executes the chunks of "
+            f"{' and '.join(chunked)} robots; '{cfg.robot}' is a {io.kind}: leave ros.chunked off"
+        )
     if cfg.hardware is not None:
         nodes = hardware_nodes(cfg, params)
-    kind = robot_kind(cfg.robot)
-    if cfg.ros.chunked and kind != "arm":
-        raise ConfigError(
-            f"ros.chunked executes joint-trajectory chunks, for arms; '{cfg.robot}' is a "
-            f"{kind}: leave ros.chunked off"
+    else:
+        bridge = NodeSpec(
+            "sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params
         )
-    if policy and kind == "quadcopter":
-        # a real drone flies velocity setpoints on cmd_vel (teleop, a planner); the drone
-        # policies are trained on the simulator's rotor commands
-        nodes += drone_policy_servers(cfg, params) if cfg.hardware is None else []
-    elif policy:
-        server = {**params, "chunk_mode": True} if cfg.ros.chunked else params
+        nodes = [bridge]
+    servers = io.policy_servers(cfg) if policy else []
+    for sub, extra in servers:
+        # the user's overrides first, then what the kind adds (a drone's one-drone world)
+        own_overrides = [*(overrides or []), *extra]
+        own = {**params, "overrides": own_overrides} if own_overrides else dict(params)
+        if cfg.ros.chunked:
+            own["chunk_mode"] = True
+        # in the robot's namespace, or a namespace under it (a drone's cf<i>)
+        where = "/".join(x for x in (ns.strip("/"), sub) if x) if sub else ns
+        module = "tether_ros.policy_server"
+        nodes.append(NodeSpec("policy_server", "tether_ros", "policy_server", module, where, own))
+    if servers and cfg.ros.chunked:
+        # executes the chunks on the robot side; in the sim graph on the sim's /clock, which
+        # the chunks' stamps (observation times) are in
+        executor: dict[str, object] = {**params, "use_sim_time": cfg.hardware is None}
+        low_water = chunk_low_water_s(cfg)
+        if low_water is not None:
+            executor["low_water_s"] = low_water
         nodes.append(
             NodeSpec(
-                "policy_server",
+                "chunk_executor",
                 "tether_ros",
-                "policy_server",
-                "tether_ros.policy_server",
+                "chunk_executor",
+                "tether_ros.chunk_executor",
                 ns,
-                server,
+                executor,
             )
         )
-        if cfg.ros.chunked:
-            # executes the chunks on the robot side; in the sim graph on the sim's /clock,
-            # which the chunks' stamps (observation times) are in
-            own: dict[str, object] = {**params, "use_sim_time": cfg.hardware is None}
-            low_water = chunk_low_water_s(cfg)
-            if low_water is not None:
-                own["low_water_s"] = low_water
-            nodes.append(
-                NodeSpec(
-                    "chunk_executor",
-                    "tether_ros",
-                    "chunk_executor",
-                    "tether_ros.chunk_executor",
-                    ns,
-                    own,
-                )
-            )
     if recorder is not None:
         rec = {**params, **recorder}
         nodes.append(NodeSpec("recorder", "tether_ros", "recorder", "tether_ros.recorder", ns, rec))
@@ -151,42 +151,21 @@ def chunk_low_water_s(cfg: ExperimentConfig) -> float | None:
 
 def hardware_nodes(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:
     """The hardware bridge in place of the sim bridge, after the mock hardware when
-    ``hardware.mock`` (arm and base mocks in the driver's namespace)."""
+    ``hardware.mock`` and the hardware type has one (its registry options: ``mock_node``,
+    and ``mock_namespace``: "driver" = the driver namespace, where a real driver's topics
+    would be, else the bridge's)."""
     hw = cfg.hardware
     assert hw is not None
     ns = cfg.ros.namespace
-    mocks = {"jtc_arm": "mock_arm", "twist_base": "mock_base", "mavlink": "mock_autopilot"}
+    options = registry.entry("hardware", hw.type).options
+    mock = options.get("mock_node")
     nodes = []
-    if hw.mock and hw.type in mocks:
-        name = mocks[hw.type]
-        mock_ns = ns if hw.type == "mavlink" else hw.driver_namespace.strip("/")
-        nodes.append(NodeSpec(name, "tether_ros", name, "tether_ros.mock_nodes", mock_ns, params))
+    if hw.mock and mock:
+        where = hw.driver_namespace.strip("/") if options.get("mock_namespace") == "driver" else ns
+        nodes.append(NodeSpec(mock, "tether_ros", mock, "tether_ros.mock_nodes", where, params))
     bridge = "tether_ros.hardware_bridge"
     nodes.append(NodeSpec("hardware_bridge", "tether_ros", "hardware_bridge", bridge, ns, params))
     return nodes
-
-
-def drone_policy_servers(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:
-    """One policy server per drone, in the drone's namespace (the sim bridge serves drone i as
-    ``cf<i>``, a lone drone without one), each seeing a one-drone world."""
-    quad = getattr(cfg.sim, "quadrotor", None)
-    n = quad.num_drones if quad is not None else 1
-    base = cfg.ros.namespace.strip("/")
-    overrides = list(params.get("overrides", []))  # type: ignore[call-overload]
-    if n > 1:
-        overrides.append("sim.quadrotor.num_drones=1")
-    own = {**params, "overrides": overrides} if overrides else dict(params)
-    return [
-        NodeSpec(
-            "policy_server",
-            "tether_ros",
-            "policy_server",
-            "tether_ros.policy_server",
-            "/".join(x for x in (base, drone) if x),
-            own,
-        )
-        for drone in drone_names(n)
-    ]
 
 
 def launch_overrides(

@@ -34,6 +34,7 @@ from tether.core.errors import ConfigError, InvalidCommand, TetherError
 from tether.core.experiment import robot_spec
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.drivers.jtc_arm import driver_names
 from tether_ros.runtime import experiment_from_params, run_node
 
 # how often the mocks publish their state (Hz); ros2_control's joint_state_broadcaster
@@ -73,7 +74,9 @@ class MockArmNode(Node):
         spec = robot_spec(self.cfg)
         self.arm = MockArm(spec, MockArmConfig.model_validate(hw.mock_options))
         self.arm.connect()
-        driver = list(hw.joints or spec.action.names)
+        # the driver's names: the hardware section's, else the robot's (a UR5e mock runs
+        # scaled_joint_trajectory_controller, as ur_robot_driver names it)
+        controller, driver = driver_names(hw, spec)
         rename = dict(zip(spec.action.names, driver, strict=True))
         self.names = [rename.get(n, n) for n in spec.state_names]
         self.joints = driver  # action order
@@ -83,13 +86,13 @@ class MockArmNode(Node):
         self.pub = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
         self.create_subscription(
             JointTrajectory,
-            f"{hw.controller.strip('/')}/joint_trajectory",
+            f"{controller.strip('/')}/joint_trajectory",
             self._on_trajectory,
             itf.COMMAND_QOS,
         )
         self.create_timer(1.0 / STATE_HZ, self._publish)
         self.get_logger().info(
-            f"mock {spec.name} arm: {hw.controller}/joint_trajectory in, joint_states out, "
+            f"mock {spec.name} arm: {controller}/joint_trajectory in, joint_states out, "
             f"latency {self.arm.cfg.latency_s * 1e3:g} ms"
         )
 
@@ -169,7 +172,7 @@ class MockBaseNode(Node):
 
     def _publish_scan(self) -> None:
         from tether.sim.config_mobile_base import LidarConfig
-        from tether_ros.base_bridge import scan_msg
+        from tether_ros.kinds.mobile_base import scan_msg
 
         lidar = LidarConfig()  # what the bridge assumes without a sim section
         ranges = np.full(lidar.n_beams, lidar.range_max)

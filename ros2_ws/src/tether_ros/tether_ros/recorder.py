@@ -1,18 +1,24 @@
 """recorder: samples the robot's topics at the dataset fps (in sim/robot time) and writes
 episodes as a LeRobotDataset v3.0 (parquet + one MP4 per camera).
 
-Subscribes joint_states (observation.state), objects/<name>/pose
-(observation.environment_state), joint_trajectory (action: the command in force at each
-frame's time) and camera/<name>/image_raw (observation.images.<name>). Episodes follow the
-sim bridge's episode_status (start -> start; end -> save if it succeeded, else discard,
-unless keep_failures) and can be driven by hand with ~/start_episode, ~/stop_episode
-(save) and ~/discard_episode (std_srvs/Trigger). Publishes recorder_status (JSON), and with
-``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header: topic, stamp) for each sensor
-message it took in, so a lockstep sim bridge never steps past what the recorder has.
-Each episode's task string is the ``task_text`` parameter (default: the task's sentence),
-or the latest std_msgs/String on ``instruction`` heard before the episode started.
-Saved episodes survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode
-in progress and finalizes.
+What it subscribes is the recording of the robot's kind, given by the kind's adapter
+(registry ``ros_io``; tether_ros.kinds.streams): an arm's joint_states and
+joint_trajectory, a base's odom + wheel joint_states, scan and its commands
+(joint_trajectory chunks or cmd_vel), a drone's odom, imu and commands (cmd_low_level,
+cmd_vel); for every kind the task's object poses (observation.environment_state) and the
+cameras (observation.images.<name>). The action of a frame is the command in force at the
+frame's time. Alignment and episode bookkeeping live in tether.core.data.align; this node
+is the ROS plumbing around it.
+
+Episodes follow the sim bridge's episode_status (start -> start; end -> save if it
+succeeded, else discard, unless keep_failures) and can be driven by hand with
+~/start_episode, ~/stop_episode (save) and ~/discard_episode (std_srvs/Trigger). Publishes
+recorder_status (JSON), and with ``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header:
+topic, stamp) for each sensor message it took in, so a lockstep sim bridge never steps past
+what the recorder has. Each episode's task string is the ``task_text`` parameter (default:
+the task's sentence), or the latest std_msgs/String on ``instruction`` heard before the
+episode started. Saved episodes survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C
+drops the episode in progress and finalizes.
 """
 
 from __future__ import annotations
@@ -21,76 +27,56 @@ import json
 import shutil
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory
 
 from tether.core.config import ExperimentConfig
+from tether.core.data.align import EpisodeAligner, assemble
 from tether.core.errors import InvalidCommand, TetherError
 from tether.core.experiment import build_task, robot_spec
-from tether.core.types import ActionChunk
-from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.kinds import experiment_io
+from tether_ros.kinds.streams import Recording, Stream
 from tether_ros.runtime import experiment_from_params, run_node
 
 TASK_TEXT = {"lift": "lift the cube", "reach": "reach the target"}
 RECORDER_STATUS = "recorder_status"
 INSTRUCTION = "instruction"  # std_msgs/String: the task sentence of the next episodes
 END_GRACE_S = 5.0  # longest wait for an ended episode's last observations (a lagging recorder)
-MAX_JUMP_NS = 1_000_000_000  # within an episode a stream never jumps ahead by more than this
+
+
+def experiment_recording(cfg: ExperimentConfig) -> Recording:
+    """What the recorder subscribes and writes for an experiment: its robot kind's
+    recording, from the kind's ROS adapter."""
+    spec = robot_spec(cfg)
+    rec: Recording = experiment_io(cfg).recording(cfg, spec, tuple(build_task(cfg).objects))
+    return rec
 
 
 def dataset_features(cfg: ExperimentConfig) -> dict[str, dict[str, Any]]:
-    """LeRobot features for an experiment: state, environment state, action, one video per
-    camera (names from the RobotSpec)."""
-    spec = robot_spec(cfg)
-    objects = build_task(cfg).objects
-    env_names = [f"{o}.{c}" for o in objects for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
-    feats: dict[str, dict[str, Any]] = {
-        "observation.state": {
-            "dtype": "float32",
-            "shape": [len(spec.state_names)],
-            "names": list(spec.state_names),
-        },
-        "action": {
-            "dtype": "float32",
-            "shape": [spec.action.dim],
-            "names": list(spec.action.names),
-        },
-    }
-    if env_names:
-        feats["observation.environment_state"] = {
-            "dtype": "float32",
-            "shape": [len(env_names)],
-            "names": env_names,
-        }
-    for cam in spec.cameras:
-        feats[f"observation.images.{cam.name}"] = {
-            "dtype": "video",
-            "shape": [cam.height, cam.width, 3],
-            "names": ["height", "width", "channels"],
-        }
-    return feats
+    """LeRobot features of an experiment's dataset: state, action, environment state, the
+    kind's extras, one video per camera (names from the RobotSpec)."""
+    return experiment_recording(cfg).info
+
+
+def task_sentence(task_type: str) -> str:
+    """The default task string of a task's episodes."""
+    return TASK_TEXT.get(task_type, task_type.replace("_", " "))
 
 
 class Recorder(Node):
-    """ROS 2 shell around FrameSampler + LeRobotWriter."""
+    """ROS 2 shell around EpisodeAligner + LeRobotWriter."""
 
     def __init__(
         self, cfg: ExperimentConfig | None = None, output: str | None = None, **kwargs: Any
     ) -> None:
         super().__init__("recorder", start_parameter_services=False, **kwargs)
         from tether.core.data.lerobot import LeRobotWriter
-        from tether.core.data.sampler import FrameSampler
 
         self.cfg = cfg or experiment_from_params(self)
         out = output or self.declare_parameter("output", "").value
@@ -98,9 +84,7 @@ class Recorder(Node):
             raise TetherError("recorder: set the 'output' parameter to the dataset directory")
         self.fps = int(self.declare_parameter("fps", 30).value)
         self.task_text = str(
-            self.declare_parameter(
-                "task_text", TASK_TEXT.get(self.cfg.task.type, self.cfg.task.type)
-            ).value
+            self.declare_parameter("task_text", task_sentence(self.cfg.task.type)).value
         )
         self.keep_failures = bool(self.declare_parameter("keep_failures", False).value)
         self.follow = bool(self.declare_parameter("follow_episodes", True).value)
@@ -109,8 +93,8 @@ class Recorder(Node):
         self.bag: Any = None
         self._bag_topics: dict[str, str] = {}
         self.spec = robot_spec(self.cfg)
-        self.objects = tuple(build_task(self.cfg).objects)
-        self.features = dataset_features(self.cfg)
+        self.recording_spec = experiment_recording(self.cfg)
+        self.features = self.recording_spec.info
         self.writer = LeRobotWriter(
             Path(out),
             self.fps,
@@ -118,26 +102,22 @@ class Recorder(Node):
             robot_type=self.spec.name,
             resume=(Path(out) / "meta/info.json").exists(),
         )
-        keys = [
-            "state",
-            "action",
-            *(f"obj/{o}" for o in self.objects),
-            *(f"img/{c.name}" for c in self.spec.cameras),
-        ]
-        # cameras may run slower than the dataset; allow one camera period of age
-        ages = {f"img/{c.name}": 1.5 / c.fps for c in self.spec.cameras}
-        self.sampler = FrameSampler(tuple(keys), self.fps, ages)
-        self.recording = False
-        self.frames = 0
-        # messages heard while idle: the first observation of an episode can arrive before
-        # the episode's start event (different topics are not ordered), so it is replayed
-        self._idle: deque[tuple[str, int, Any]] = deque(maxlen=256)
-        self._armed: set[str] = set()
-        self._last_state: int | None = None  # stamp of the episode's latest joint state
-        self._last_stamp: dict[str, int] = {}  # latest accepted stamp per stream
-        self._pending_save: tuple[int, float] | None = None  # (end stamp ns, wall deadline)
+        streams = self.recording_spec.streams
+        keys = tuple(dict.fromkeys(s.key for s in streams))
+        ages = {s.key: s.max_age_s for s in streams if s.max_age_s is not None}
+        # an ended episode waits for the sensors of its last observation and, in lockstep
+        # (every observation is answered), for the answer to it: the last frame's action
+        lockstep = self.cfg.ros.rate_mode == "lockstep"
+        ends = [s.key for s in streams if s.every_step and (lockstep or not s.command)]
+        self.aligner = EpisodeAligner(
+            keys,
+            self.fps,
+            self.recording_spec.clock_key,
+            ages,
+            end_keys=tuple(dict.fromkeys(ends)),
+        )
+        self._latest: dict[str, Any] = {}  # latest value per stream (decoders may read them)
         self.create_timer(0.05, self._maybe_save)
-        self._arm_until: int | None = None
 
         self.pub_status = self.create_publisher(String, RECORDER_STATUS, itf.EVENT_QOS)
         self.pub_ack = (
@@ -145,121 +125,67 @@ class Recorder(Node):
             if self.cfg.ros.wait_for_recorder and self.cfg.ros.rate_mode == "lockstep"
             else None
         )
-        self._subscribe(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS)
-        self._subscribe(
-            JointTrajectory, itf.JOINT_TRAJECTORY, self._on_action, itf.COMMAND_QOS, ack=False
-        )
-        for o in self.objects:
-            self._subscribe(
-                PoseStamped,
-                itf.object_pose_topic(o),
-                lambda m, o=o: self._push(
-                    f"obj/{o}", conv.from_time(m.header.stamp), conv.pose_to_array(m)
-                ),
-                itf.SENSOR_QOS,
-            )
-        for c in self.spec.cameras:
-            self._subscribe(
-                Image,
-                itf.image_topic(c.name),
-                lambda m, c=c.name: self._on_image(c, m),
-                itf.SENSOR_QOS,
-            )
+        for stream in streams:
+            self._subscribe(stream)
         if self.follow:
             self.create_subscription(String, itf.EPISODE_STATUS, self._on_episode, itf.EVENT_QOS)
         self.create_subscription(String, INSTRUCTION, self._on_instruction, itf.EVENT_QOS)
         self.create_service(Trigger, "~/start_episode", self._srv(lambda: self.start_episode()))
         self.create_service(Trigger, "~/stop_episode", self._srv(self.save_episode))
         self.create_service(Trigger, "~/discard_episode", self._srv(self.discard_episode))
-        self.get_logger().info(f"recording {list(self.features)} at {self.fps} fps to {out}")
+        self.get_logger().info(
+            f"recording {list(self.features)} of a {self.spec.kind} at {self.fps} fps to {out}"
+        )
+
+    @property
+    def recording(self) -> bool:
+        return self.aligner.recording
+
+    @property
+    def frames(self) -> int:
+        return self.aligner.frames
 
     # --- streams ---------------------------------------------------------------------
-    def _subscribe(self, cls: Any, topic: str, handler: Any, qos: Any, ack: bool = True) -> None:
+    def _subscribe(self, stream: Stream) -> None:
         """Subscribe raw: the wire bytes go to the MCAP bag as they are (re-serializing an
         rclpy message can append stray bytes that strict CDR readers reject), then the
-        message is decoded once for the dataset. ``ack``: acknowledge each message on
-        recorder_ack once handled (the sim bridge's streams, with ros.wait_for_recorder)."""
+        message is decoded once for the dataset. A sensor stream's messages are
+        acknowledged on recorder_ack once handled (ros.wait_for_recorder)."""
         from tether.core.data.mcap_bag import type_string
 
+        cls, topic = stream.msg_type, stream.topic
         full_name = self.resolve_topic_name(topic)  # bags hold absolute names
         self._bag_topics[full_name] = type_string(cls)
-
-        pub_ack = self.pub_ack if ack else None
+        pub_ack = None if stream.command else self.pub_ack
+        qos = itf.COMMAND_QOS if stream.command else itf.SENSOR_QOS
 
         def on_raw(data: bytes) -> None:
             if self.bag is not None and self.recording:
                 self.bag.write(full_name, data, self.get_clock().now().nanoseconds)
             msg = deserialize_message(data, cls)
-            handler(msg)
+            self._take(stream, msg)
             if pub_ack is not None:  # taken in (and any frame it completed, written)
                 pub_ack.publish(Header(stamp=msg.header.stamp, frame_id=topic))
 
         self.create_subscription(cls, topic, on_raw, qos, event_callbacks=itf.FAST_SUB, raw=True)
 
-    def _push(self, key: str, stamp: int, value: Any) -> None:
-        if self.recording and key not in self._armed:
-            # a message of the previous episode can still arrive after this one started
-            # (topics are not ordered); a stream joins once it shows the new episode's clock
-            if self._arm_until is not None and stamp > self._arm_until:
+    def _take(self, stream: Stream, msg: Any) -> None:
+        try:
+            stamp, value = stream.decode(msg, self._latest)
+        except InvalidCommand:
+            return  # malformed, or not a command of this dataset: the robot did not do it
+        if stamp is None:  # unstamped (a Twist): in force from the robot's latest time
+            stamp = self.aligner.clock_ns
+            if stamp is None:
                 return
-            self._armed.add(key)
-        if not self.recording:
-            if any(k == key and t > stamp for k, t, _ in self._idle):
-                # this stream's clock went back: its newer messages are the last episode's.
-                # Only this stream's: the new episode's messages already heard on other
-                # streams (an image of t=0 before the late action of the last episode's
-                # end) must stay to be replayed at the start
-                kept = [m for m in self._idle if m[0] != key or m[1] <= stamp]
-                self._idle = deque(kept, maxlen=self._idle.maxlen)
-            self._idle.append((key, stamp, value))
-            return
-        last = self._last_stamp.get(key)
-        if last is not None and stamp - last > MAX_JUMP_NS:
-            return  # far ahead of this stream's clock: a late message of the last episode
-        self._last_stamp[key] = stamp
-        if key == "state":
-            self._last_state = stamp
-        for frame in self.sampler.push(key, stamp, value):
+        self._latest[stream.key] = value
+        for frame in self.aligner.push(stream.key, stamp, value):
             self._add(frame)
-        if key == "state" and self._pending_save is not None:
+        if self.aligner.ending and stream.key in self.aligner.end_keys:
             self._maybe_save()
 
-    def _on_state(self, msg: JointState) -> None:
-        try:
-            state = conv.joint_state_to_array(msg, self.spec.state_names)
-        except InvalidCommand:
-            return
-        self._push("state", conv.from_time(msg.header.stamp), state)
-
-    def _on_action(self, msg: JointTrajectory) -> None:
-        try:
-            chunk = conv.trajectory_to_chunk(msg, self.spec)
-        except InvalidCommand:
-            return  # the sim bridge rejects it too: it is not what the robot did
-        self._push("action", chunk.t0_ns, chunk)
-
-    def _on_image(self, cam: str, msg: Image) -> None:
-        try:
-            img = conv.image_to_array(msg).copy()
-        except InvalidCommand:
-            return
-        self._push(f"img/{cam}", conv.from_time(msg.header.stamp), img)
-
     def _add(self, frame: dict[str, Any]) -> None:
-        chunk: ActionChunk = frame["action"]
-        action = chunk.action_at(frame["stamp_ns"])
-        row = {
-            "observation.state": frame["state"],
-            "action": chunk.actions[-1] if action is None else action,
-        }
-        if self.objects:
-            row["observation.environment_state"] = np.concatenate(
-                [frame[f"obj/{o}"] for o in self.objects]
-            ).astype(np.float32)
-        for c in self.spec.cameras:
-            row[f"observation.images.{c.name}"] = frame[f"img/{c.name}"]
-        self.writer.add_frame(row)
-        self.frames += 1
+        self.writer.add_frame(assemble(frame, self.recording_spec.features))
 
     # --- episodes ----------------------------------------------------------------------
     def _on_instruction(self, msg: String) -> None:
@@ -273,53 +199,36 @@ class Recorder(Node):
             self.start_episode(event.get("stamp_ns"))
         elif event.get("event") == "end" and self.recording:
             if event.get("success") or self.keep_failures:
-                # the end event can overtake the episode's last observations (topics are
-                # not ordered): save once the joint states reach the end, or after a grace
+                # the end event can overtake the episode's last messages (topics are not
+                # ordered): save once every end stream reaches the end, or after a grace
                 end_ns = round(float(event.get("sim_time_s", 0.0)) * 1e9)
-                self._pending_save = (end_ns, time.monotonic() + END_GRACE_S)
+                self.aligner.end(end_ns, time.monotonic() + END_GRACE_S)
                 self._maybe_save()
             else:
                 self.discard_episode("the episode failed")
 
     def _maybe_save(self) -> None:
-        if self._pending_save is None:
-            return
-        end_ns, deadline = self._pending_save
-        caught_up = self._last_state is not None and self._last_state >= end_ns
-        if caught_up or time.monotonic() > deadline:
-            self._pending_save = None
+        if self.aligner.end_due(time.monotonic()):
             self.save_episode()
 
     def start_episode(self, start_ns: int | None = None) -> str:
         """Start an episode; messages already heard at or after ``start_ns`` are part of it."""
-        if self._pending_save is not None:
-            self._pending_save = None
+        if self.aligner.ending:
             self.save_episode()  # the previous episode's end is certain now
         if self.recording:
             self.writer.discard_episode()
-        self.sampler.reset()
         self.writer.start_episode(self.task_text)
-        self.recording, self.frames = True, 0
-        self._last_state = None
-        self._last_stamp = {}
-        # with a known start time, streams join at their first message within 0.5 s of it
-        self._arm_until = None if start_ns is None else start_ns + 500_000_000
-        self._armed = set(self.sampler.keys) if start_ns is None else set()
         if self.record_mcap:
             self._open_bag()
-        early = [m for m in self._idle if start_ns is not None and m[1] >= start_ns]
-        self._idle.clear()
-        for key, stamp, value in early:
-            self._push(key, stamp, value)
+        for frame in self.aligner.start(start_ns):  # messages heard before the start event
+            self._add(frame)
         return "recording"
 
     def save_episode(self) -> str:
         if not self.recording:
             return "not recording"
-        if self._last_state is not None:
-            for frame in self.sampler.flush(self._last_state):  # the episode's last frames
-                self._add(frame)
-        self.recording = False
+        for frame in self.aligner.finish():  # the episode's last frames
+            self._add(frame)
         if self.frames == 0:
             self.writer.discard_episode()
             self._close_bag(keep=False)
@@ -327,13 +236,13 @@ class Recorder(Node):
         index = self.writer.save_episode()
         self._close_bag(keep=True)
         return self._status(
-            "saved", episode=index, frames=self.frames, dropped=self.sampler.stats.dropped
+            "saved", episode=index, frames=self.frames, dropped=self.aligner.stats.dropped
         )
 
     def discard_episode(self, reason: str = "asked") -> str:
         if not self.recording:
             return "not recording"
-        self.recording = False
+        self.aligner.discard()
         self.writer.discard_episode()
         self._close_bag(keep=False)
         return self._status("discarded", reason=reason, frames=self.frames)
@@ -376,13 +285,12 @@ class Recorder(Node):
         return handler
 
     def close(self) -> None:
-        if self._pending_save is not None:  # an ended episode waiting for its last frames
-            self._pending_save = None
+        if self.aligner.ending:  # an ended episode waiting for its last frames
             self.save_episode()
         if self.recording:
+            self.aligner.discard()
             self.writer.discard_episode()
             self._close_bag(keep=False)
-            self.recording = False
         self.writer.finalize()
 
 

@@ -1,415 +1,54 @@
 """sim_bridge: steps a simulator at the control rate in sim time and speaks ROS 2.
 
-Publishes /clock, joint_states, objects/<name>/pose, camera/<name>/image_raw + camera_info and
-episode_status (std_msgs/String, JSON); subscribes joint_trajectory and estop; services
-~/reset, ~/start_episode, ~/stop_episode (std_srvs/Trigger). Every command passes the
-SafetyFilter (inside SimRunner); a malformed trajectory is logged and dropped. Quadcopter
-experiments get the drone endpoints instead (odom, imu, cmd_vel, cmd_low_level, takeoff, land,
-emergency per drone): see tether_ros.drone_bridge. Mobile bases also publish odom, scan and
-base_pose and take cmd_vel: see tether_ros.base_bridge. The e-stop latches: a true on estop
-engages it, only ~/reset_estop (std_srvs/Trigger) releases it.
+The endpoints are those of the robot's kind (tether_ros.kinds): an arm's joint_states and
+joint_trajectory, a mobile base's odom / scan / base_pose / cmd_vel as well, each drone's
+odom / imu / cmd_vel / cmd_low_level and takeoff / land / emergency services. Every kind
+publishes /clock and the task's ``objects/<name>/pose``, subscribes ``estop``
+(std_msgs/Bool) and serves ``~/reset`` (std_srvs/Trigger); arms and bases add the cameras,
+``episode_status`` and the episode services (tether_ros.kinds.runner). Every command passes
+the kind's safety gate; a malformed one is logged, counted and dropped.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
-import numpy as np
-from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import Bool, Header, String
-from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory
 
 from tether.core.config import ExperimentConfig
-from tether.core.errors import InvalidCommand, StaleCommand
 from tether.core.protocols import SimBackend
-from tether.core.timing import now_ns
-from tether.sim.config_mobile_base import LidarConfig
-from tether.sim.factory import robot_kind
-from tether.sim.runner import SimRunner
-from tether_ros import conversions as conv
-from tether_ros import interface as itf
-from tether_ros.base_bridge import BaseTopics
-from tether_ros.drone_bridge import DroneBridge
+from tether.core.spec import RobotSpec
+from tether_ros.kinds import BridgeIO, experiment_io
 from tether_ros.runtime import experiment_from_params, run_node
-
-IDLE_PERIOD_S = 0.1
 
 
 class SimBridge(Node):
-    """ROS 2 shell around SimRunner."""
+    """ROS 2 shell around the simulated world; ``io`` holds the kind's endpoints and the
+    world (``io.runner``: the SimRunner of an arm or base, ``io.fleet``: the drones).
+    ``backend``: simulate with this one instead of building the experiment's."""
 
     def __init__(
         self,
         cfg: ExperimentConfig | None = None,
         backend: SimBackend | None = None,
-        node_name: str = "sim_bridge",
         **kwargs: Any,
     ) -> None:
-        super().__init__(node_name, start_parameter_services=False, **kwargs)
+        super().__init__("sim_bridge", start_parameter_services=False, **kwargs)
         self.cfg = cfg or experiment_from_params(self)
-        self.drones: Any = None
-        if robot_kind(self.cfg.robot) == "quadcopter":
-            self.drones = self._make_drones(backend)
-            return
-        # the hardware bridge swaps in a Robot behind the SimBackend shape here
-        self.runner = SimRunner(self.cfg, self._make_backend(backend))
-        self.spec = self.runner.spec
-        self.frame = "world"
-        self.mode = self.cfg.ros.rate_mode
-        self.running = False
-        self.rejected = 0
-        self.old_timeline = 0  # chunks from before a reset, dropped quietly (see _on_trajectory)
-        self._wait_since: int | None = None  # wall time the current observation first went out
-        self._stamp: int | None = None
-        self._last_send: int = 0
-        self._got_action = False
-        self._status_seq = 0
-        # lockstep re-sends: the latest image and camera info of each camera (a re-sent
-        # observation must carry the images in force, or a policy that waits for a first
-        # image never answers and the sim never steps)
-        self._images: dict[str, tuple[Image, CameraInfo]] = {}
-        # ros.wait_for_recorder: the stamp last published and last acknowledged per topic
-        self._wait_recorder = self.mode == "lockstep" and self.cfg.ros.wait_for_recorder
-        self._sent: dict[str, int] = {}
-        self._acked: dict[str, int] = {}
-        self._held = False  # answered, but the recorder has not taken the observation in yet
-        self.base: BaseTopics | None = None
-        if self.spec.kind == "mobile_base":
-            mb = getattr(self.cfg.world, "mobile_base", None)  # simulators; hardware: defaults
-            lidar = mb.lidar if mb is not None else LidarConfig()
-            self.base = BaseTopics(self, self.spec, lidar, self._on_twist, self._reject_twist)
+        self.io: BridgeIO = experiment_io(self.cfg).sim_bridge(self, self.cfg, backend)
 
-        self.pub_clock = self.create_publisher(
-            Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
-        )
-        self.pub_js = self.create_publisher(
-            JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
-        )
-        self.pub_status = self.create_publisher(
-            String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
-        )
-        self.pub_objects = {
-            name: self.create_publisher(
-                PoseStamped,
-                itf.object_pose_topic(name),
-                itf.SENSOR_QOS,
-                event_callbacks=itf.FAST_PUB,
-            )
-            for name in self.runner.task.objects
-        }
-        self.pub_images = {
-            c.name: (
-                self.create_publisher(
-                    Image, itf.image_topic(c.name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
-                ),
-                self.create_publisher(
-                    CameraInfo,
-                    itf.camera_info_topic(c.name),
-                    itf.SENSOR_QOS,
-                    event_callbacks=itf.FAST_PUB,
-                ),
-            )
-            for c in self.spec.cameras
-        }
-        self.create_subscription(
-            JointTrajectory,
-            itf.JOINT_TRAJECTORY,
-            self._on_trajectory,
-            itf.COMMAND_QOS,
-            event_callbacks=itf.FAST_SUB,
-        )
-        self.create_subscription(
-            Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS, event_callbacks=itf.FAST_SUB
-        )
-        if self._wait_recorder:
-            self.create_subscription(
-                Header,
-                itf.RECORDER_ACK,
-                self._on_recorder_ack,
-                itf.COMMAND_QOS,
-                event_callbacks=itf.FAST_SUB,
-            )
-        self.create_service(Trigger, "~/reset", self._srv_reset)
-        self.create_service(Trigger, "~/reset_estop", self._srv_reset_estop)
-        self.create_service(Trigger, "~/start_episode", self._srv_start)
-        self.create_service(Trigger, "~/stop_episode", self._srv_stop)
+    @property
+    def spec(self) -> RobotSpec:
+        return self.io.spec
 
-        if self.mode == "realtime":
-            self.create_timer(self.spec.dt, self._tick)
-        else:
-            # lockstep housekeeping: re-send a lost observation, step on timeout
-            self.create_timer(0.01, self._lockstep_watch)
-
-        self._reset()
-        if self.cfg.episodes.autostart:
-            self._start()
-        self.get_logger().info(
-            f"{self.spec.name} in {self.cfg.world.type} at {self.spec.control_hz:g} Hz "
-            f"({self.mode}), task {self.cfg.task.type}"
-        )
-
-    def _make_drones(self, backend: SimBackend | None) -> Any:
-        return DroneBridge(self, self.cfg, backend)
-
-    def _make_backend(self, backend: SimBackend | None) -> SimBackend | None:
-        return backend
-
-    # --- episode control -------------------------------------------------------------
-    def _reset(self) -> None:
-        self.runner.reset()
-        self._images.clear()
-        self._sent.clear()
-        self._acked.clear()
-        self._held = False
-        self._wait_since = None
-        self.running = False
-        self._got_action = False
-        self._publish_obs()
-
-    def _start(self) -> None:
-        if self.runner.done:
-            self._reset()
-        self.running = True
-        assert self.runner.obs is not None
-        self._emit(
-            "start",
-            {
-                "episode": self.runner.episode,
-                "seed": self.runner.seed,
-                "stamp_ns": self.runner.obs.stamp_ns,
-            },
-        )
-        self._publish_obs()
-
-    def _end(self, stopped: bool = False) -> None:
-        self.running = False
-        summary = self.runner.summary()
-        summary["rejected"] = self.rejected
-        summary["old_timeline"] = self.old_timeline
-        summary["stopped"] = stopped
-        self._emit("end", summary)
-        self.runner.done = True
-        if self.cfg.episodes.auto_reset and not stopped:
-            self._start()
-
-    def _emit(self, event: str, data: dict[str, Any]) -> None:
-        self._status_seq += 1
-        self.pub_status.publish(
-            String(data=json.dumps({"event": event, "seq": self._status_seq, **data}))
-        )
-
-    def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        self._reset()
-        resp.success, resp.message = (
-            True,
-            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
-        )
-        return resp
-
-    def _srv_start(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        self._start()
-        resp.success, resp.message = (
-            True,
-            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
-        )
-        return resp
-
-    def _srv_stop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        if not self.running:
-            resp.success, resp.message = False, "no episode is running"
-            return resp
-        self._end(stopped=True)
-        resp.success, resp.message = True, json.dumps({"success": self.runner.success})
-        return resp
-
-    # --- commands ----------------------------------------------------------------------
-    def _on_estop(self, msg: Bool) -> None:
-        safety = self.runner.safety
-        if msg.data and not safety.estopped:
-            self.get_logger().warning("e-stop ENGAGED (call ~/reset_estop to release)")
-            safety.engage_estop()
-        elif not msg.data and safety.estopped:
-            self.get_logger().warning(
-                "e-stop stays engaged: a false on estop does not release it, ~/reset_estop does",
-                throttle_duration_sec=1.0,
-            )
-
-    def _srv_reset_estop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        was = self.runner.safety.estopped
-        self.runner.safety.release_estop()
-        if was:
-            self.get_logger().warning("e-stop released (~/reset_estop)")
-        resp.success = True
-        resp.message = "e-stop released" if was else "e-stop was not engaged"
-        return resp
-
-    def _on_twist(self, action: np.ndarray) -> None:
-        try:
-            self.runner.submit_command(action)
-        except InvalidCommand as exc:
-            self._reject_twist(exc)
-            return
-        self._got_action = True
-        self._advance()
-
-    def _reject_twist(self, exc: Exception) -> None:
-        self.rejected += 1
-        self.get_logger().warning(f"rejected cmd_vel: {exc}", throttle_duration_sec=1.0)
-
-    def _on_trajectory(self, msg: JointTrajectory) -> None:
-        try:
-            chunk = conv.trajectory_to_chunk(msg, self.spec)
-            self.runner.submit(chunk)
-        except StaleCommand as exc:
-            # expected: the previous episode's last chunk, in flight when the reset came
-            self.old_timeline += 1
-            self.get_logger().debug(f"dropped joint_trajectory: {exc}")
-            return
-        except InvalidCommand as exc:
-            self.rejected += 1
-            self.get_logger().warning(
-                f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0
-            )
-            return
-        self._got_action = True
-        self._advance()
-
-    # --- stepping ----------------------------------------------------------------------
-    def _tick(self) -> None:
-        if self.running:
-            self._step()
-        else:
-            self._idle_publish()
-
-    def _idle_publish(self) -> None:
-        """Between episodes, keep publishing the (unchanging) state at ~10 Hz, so late
-        subscribers (RViz, robot_state_publisher, a policy server) see the robot."""
-        # not after an episode ended: its final state would reach subscribers after the next
-        # episode's first one (topics are not ordered) and look like a jump ahead in time
-        if not self.runner.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
-            self._publish_obs()
-
-    def _advance(self) -> None:
-        """Lockstep: step once the current observation is answered and, with
-        ros.wait_for_recorder, the recorder has taken it in (else its acknowledgement steps)."""
-        if self.mode != "lockstep" or not self.running or self.runner.done:
-            return  # (a finished episode waits in _end_when_recorded)
-        if not self.runner.answered():
-            return
-        self._held = not self._recorded()
-        if not self._held:
-            self._step()
-
-    def _recorded(self) -> bool:
-        """Whether the recorder acknowledged every message of the current observation
-        (always true without ros.wait_for_recorder)."""
-        return not self._wait_recorder or all(
-            self._acked.get(topic) == stamp for topic, stamp in self._sent.items()
-        )
-
-    def _on_recorder_ack(self, msg: Header) -> None:
-        self._acked[msg.frame_id] = conv.from_time(msg.stamp)
-        if self.running and self.runner.done:
-            self._end_when_recorded()
-        elif self._held:
-            self._advance()
-
-    def _end_when_recorded(self) -> None:
-        """The episode is over: end it once the recorder has its final observation (so the
-        recorder saves it complete)."""
-        if self._recorded():
-            self._end()
-
-    def _lockstep_watch(self) -> None:
-        if not self.running:
-            self._idle_publish()
-            return
-        if self._wait_since is None:
-            return
-        waited_s = (now_ns() - self._wait_since) * 1e-9
-        if self.runner.done:  # waiting for the recorder to take in the final observation
-            self._end_when_recorded()
-            if self.running and (now_ns() - self._last_send) * 1e-9 > 0.02:
-                self._publish_obs(resend=True)
-            return
-        if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s and self._recorded():
-            self._step()  # the policy went quiet: the watchdog in the safety filter holds
-        elif (now_ns() - self._last_send) * 1e-9 > 0.02:
-            # sensor QoS is best effort: re-send a possibly lost observation, images included
-            self._publish_obs(resend=True)
-            if self._held and waited_s > 5.0:
-                self.get_logger().warning(
-                    "waiting for the recorder to take in the observation "
-                    f"(ros.wait_for_recorder), {waited_s:.0f} s",
-                    throttle_duration_sec=5.0,
-                )
-
-    def _step(self) -> None:
-        self._held = False
-        self.runner.step()
-        self._publish_obs()
-        if self.runner.done:
-            self._end_when_recorded()
-
-    def _publish_obs(self, resend: bool = False) -> None:
-        """Publish the current observation; joint_states goes last among what the policy
-        needs (objects, images), /clock after it, off the latency path. ``resend``: the
-        cameras' latest images go out again (as they were) instead of the ones due now."""
-        obs = self.runner.obs
-        assert obs is not None
-        stamp = obs.stamp_ns
-        env = obs.get("env_state")
-        for i, (name, pub) in enumerate(self.pub_objects.items()):
-            pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
-            if self._wait_recorder:  # bookkeeping for the recorder's acks, only when it counts
-                self._sent[itf.object_pose_topic(name)] = stamp
-        if not resend:
-            for cam in self.runner.cameras_due():
-                frame = f"{cam.name}_optical_frame"
-                self._images[cam.name] = (
-                    conv.image_msg(self.runner.backend.render(cam.name), stamp, frame),
-                    conv.camera_info_msg(cam, stamp, frame),
-                )
-                self._publish_image(cam.name)
-        else:
-            for name in self._images:
-                self._publish_image(name)
-        if self.base is not None:
-            self.base.publish(obs)
-            js = self.base.joint_states(obs)
-        else:
-            js = conv.joint_state_msg(
-                stamp, self.spec.state_names, obs["state"], obs.get("velocity")
-            )
-        self._last_send = now_ns()
-        if stamp != self._stamp or self._wait_since is None:
-            self._stamp, self._wait_since = stamp, self._last_send
-        if self.running:
-            self.runner.latency.mark(stamp, self._last_send)
-        if self._wait_recorder:
-            self._sent[itf.JOINT_STATES] = stamp
-        self.pub_js.publish(js)
-        self.pub_clock.publish(conv.clock_msg(stamp))
-
-    def _publish_image(self, camera: str) -> None:
-        img, info = self._images[camera]
-        img_pub, info_pub = self.pub_images[camera]
-        img_pub.publish(img)
-        info_pub.publish(info)
-        if self._wait_recorder:
-            self._sent[itf.image_topic(camera)] = conv.from_time(img.header.stamp)
+    @property
+    def rejected(self) -> int:
+        """Commands refused so far (malformed, or refused by the safety gate)."""
+        return self.io.rejected
 
     def close(self) -> None:
-        if self.drones is not None:
-            self.drones.close()
-            return
-        self.runner.backend.close()
+        self.io.close()
 
 
 def main(args: list[str] | None = None) -> None:

@@ -1,4 +1,6 @@
-"""The Clearpath Husky A200 as every layer sees it: dimensions, limits, action and state layout.
+"""The Clearpath Husky A200 as every layer sees it: dimensions, limits, sensors and assets,
+registered as a ``MobileBaseDescription`` (``ROBOT``) that both engines' mobile-base
+backends read.
 
 Pure python: importing this never loads a simulator. Dimensions and masses are those of
 pybullet_data's ``husky/husky.urdf`` (Clearpath's husky_description); the velocity and
@@ -7,11 +9,16 @@ acceleration limits are Clearpath's ``husky_control/config/control.yaml``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
+from pathlib import Path
 
-from tether.core.errors import ConfigError
-from tether.core.spec import ActionSpec, CameraSpec, RobotSpec
+from tether.core.robot_kinds import (
+    BaseCamera,
+    MobileBaseDescription,
+    MobileBaseMujocoAssets,
+    MobileBasePybulletAssets,
+)
+from tether.core.spec import CameraSpec, RobotSpec
 
 WHEEL_JOINTS = ("front_left_wheel", "front_right_wheel", "rear_left_wheel", "rear_right_wheel")
 # +1 for left wheels, -1 for right wheels (the sign of their track offset)
@@ -46,19 +53,9 @@ MAX_ANGULAR_ACCEL = 6.0  # rad/s^2
 # wheel speed at full linear speed plus full turning, rad/s (the motors' velocity limit)
 MAX_WHEEL_SPEED = (MAX_LINEAR + MAX_ANGULAR * TRACK_WIDTH / 2) / WHEEL_RADIUS
 
-STATE_NAMES = (
-    "odom_x",
-    "odom_y",
-    "odom_yaw",
-    "odom_vx",
-    "odom_wz",
-    *(f"{j}_position" for j in WHEEL_JOINTS),
-    *(f"{j}_velocity" for j in WHEEL_JOINTS),
-)
-
 
 def husky_spec(control_hz: float = 20.0, cameras: Sequence[CameraSpec] = ()) -> RobotSpec:
-    """RobotSpec of a Husky (kind ``mobile_base``).
+    """RobotSpec of a Husky (kind ``mobile_base``): ``ROBOT.spec``.
 
     Action (2,), mode ``twist``: body-frame forward velocity ``linear_x`` (m/s, +-1.0) and yaw
     rate ``angular_z`` (rad/s, +-2.0, counter-clockwise positive), REP-103.
@@ -68,24 +65,10 @@ def husky_spec(control_hz: float = 20.0, cameras: Sequence[CameraSpec] = ()) -> 
     as a real robot's does), then the 4 wheel angles (rad) and the 4 wheel speeds (rad/s) in
     ``WHEEL_JOINTS`` order. The odom frame is the world frame at reset.
     """
-    action = ActionSpec(
-        mode="twist",
-        names=("linear_x", "angular_z"),
-        low=(-MAX_LINEAR, -MAX_ANGULAR),
-        high=(MAX_LINEAR, MAX_ANGULAR),
-        units=("m/s", "rad/s"),
-    )
-    return RobotSpec(
-        name="husky",
-        kind="mobile_base",
-        cameras=tuple(cameras),
-        control_hz=control_hz,
-        action=action,
-        state_names=STATE_NAMES,
-    )
+    return ROBOT.spec(control_hz, cameras)
 
 
-# ---- sensors and scene, shared by the simulator backends ----------------------------------
+# ---- sensors ------------------------------------------------------------------------------
 
 # lidar origin in the base_footprint frame (m): on a mast above the top plate (0.40 m), so
 # its beams clear the chassis
@@ -95,20 +78,44 @@ CAMERAS = {
     "front": ((0.55, 0.0, 0.45), (2.5, 0.0, 0.2)),
     "chase": ((-3.0, 0.0, 2.0), (1.0, 0.0, 0.0)),
 }
-# task bodies: a goal marker (visual only) and static cylindrical obstacles named
-# obstacle_<i>; obstacles a task has not placed are parked far away
-GOAL_RADIUS = 0.3
-OBSTACLE_RADIUS = 0.25
-OBSTACLE_HEIGHT = 1.0
-PARKING = (100.0, 100.0)
-OBJECT_NAME = re.compile(r"^(goal|obstacle_\d+)$")
+# wheel motor torque limit (N m): enough to skid-turn in place on a mu = 1 floor (the MuJoCo
+# model's actuators carry the same forcerange)
+WHEEL_TORQUE = 60.0
+# effective track / geometric track at which the mean yaw rate of a turn in place matches the
+# commanded one (0.5-2 rad/s) on the engines' floors (diff_drive_controller's
+# wheel_separation_multiplier; Clearpath uses 1.875 on the real Husky). MuJoCo's contact model
+# resists the skid more than Coulomb friction would, PyBullet's less
+MUJOCO_SEPARATION_MULTIPLIER = 2.9
+PYBULLET_SEPARATION_MULTIPLIER = 1.4
 
 
-def check_objects(objects: Sequence[str], engine: str) -> None:
-    """Raise ConfigError unless every task object is ``goal`` or ``obstacle_<i>``."""
-    bad = [o for o in objects if not OBJECT_NAME.match(o)]
-    if bad:
-        raise ConfigError(
-            f"the {engine} mobile-base scene has no task object(s) {bad} "
-            "(available: goal, obstacle_<i>)"
-        )
+# ---- registration -------------------------------------------------------------------------
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+ROBOT = MobileBaseDescription(
+    name="husky",
+    summary="Clearpath Husky A200 (husky_description URDF dimensions, husky_control limits)",
+    folder=ASSETS.parent,
+    control_hz=20.0,
+    wheel_joints=WHEEL_JOINTS,
+    wheel_side=WHEEL_SIDE,
+    wheel_radius=WHEEL_RADIUS,
+    track_width=TRACK_WIDTH,
+    # chassis length; outer wheel faces (1.01 x 0.69 m)
+    footprint=(CHASSIS_SIZE[0] / 2, TRACK_WIDTH / 2 + WHEEL_WIDTH / 2),
+    max_linear=MAX_LINEAR,
+    max_angular=MAX_ANGULAR,
+    max_linear_accel=MAX_LINEAR_ACCEL,
+    max_angular_accel=MAX_ANGULAR_ACCEL,
+    wheel_torque=WHEEL_TORQUE,
+    lidar_xyz=LIDAR_XYZ,
+    cameras={name: BaseCamera(eye=eye, target=at) for name, (eye, at) in CAMERAS.items()},
+    mujoco=MobileBaseMujocoAssets(
+        model="assets/husky.xml", separation_multiplier=MUJOCO_SEPARATION_MULTIPLIER
+    ),
+    pybullet=MobileBasePybulletAssets(
+        loader="tether.robots.husky.pybullet:load_husky",
+        separation_multiplier=PYBULLET_SEPARATION_MULTIPLIER,
+    ),
+)

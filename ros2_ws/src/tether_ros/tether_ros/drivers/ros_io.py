@@ -10,6 +10,8 @@ from typing import Any
 from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
 
+from tether.core.errors import ConfigError
+
 # how long a robot's disconnect waits for its driver to acknowledge the last (stop) command
 ACK_TIMEOUT_S = 1.0
 
@@ -19,6 +21,17 @@ def driver_topic(namespace: str, topic: str) -> str:
     topic relative to the bridge's namespace."""
     ns = namespace.strip("/")
     return f"/{ns}/{topic.strip('/')}" if ns else topic.strip("/")
+
+
+def check_apart(node: Any, namespace: str) -> None:
+    """ConfigError when the driver's ``namespace`` is ``node``'s own: the driver's topics
+    (joint_states, cmd_vel, odom) would collide with the ones the bridge publishes."""
+    if namespace.strip("/") == node.get_namespace().strip("/"):
+        raise ConfigError(
+            f"hardware.driver_namespace '{namespace}' is the bridge's own namespace: the "
+            "driver's topics would collide with Tether's (set ros.namespace or "
+            "hardware.driver_namespace apart)"
+        )
 
 
 def wait_for(node: Any, predicate: Callable[[], bool], timeout_s: float) -> bool:

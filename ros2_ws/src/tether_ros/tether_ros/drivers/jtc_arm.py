@@ -13,11 +13,15 @@ from builtin_interfaces.msg import Duration
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from tether.core import registry
 from tether.core.errors import InvalidCommand, TetherError
 from tether.core.spec import RobotSpec
 from tether.core.types import Observation
-from tether.hardware.robots.ros_io import driver_topic, wait_acked, wait_for
 from tether_ros import interface as itf
+from tether_ros.drivers.ros_io import check_apart, driver_topic, wait_acked, wait_for
+
+# what ros2_control's examples name the controller (a robot's description may say otherwise)
+DEFAULT_CONTROLLER = "joint_trajectory_controller"
 
 
 class JtcArm:
@@ -34,7 +38,7 @@ class JtcArm:
         self,
         node: Any,
         spec: RobotSpec,
-        controller: str = "joint_trajectory_controller",
+        controller: str = DEFAULT_CONTROLLER,
         joints: list[str] | None = None,
         driver_namespace: str = "/driver",
         connect_timeout_s: float = 5.0,
@@ -109,3 +113,23 @@ class JtcArm:
             )
         ]
         self._pub.publish(msg)
+
+
+def driver_names(hw: Any, spec: RobotSpec) -> tuple[str, list[str]]:
+    """The JointTrajectoryController and the joint names (action order) of the arm's
+    driver: the ``hardware:`` section's, else the robot description's
+    (``ArmDescription.hardware``, e.g. UR: scaled_joint_trajectory_controller), else
+    ros2_control's default controller and the spec's joint names."""
+    own = None
+    if spec.name in registry.available("robot"):
+        own = getattr(registry.load("robot", spec.name), "hardware", None)
+    controller = hw.controller or (own.controller if own is not None else DEFAULT_CONTROLLER)
+    joints = hw.joints or (own.joints if own is not None else None) or spec.action.names
+    return controller, list(joints)
+
+
+def build_jtc_arm(hw: Any, spec: RobotSpec, node: Any = None) -> JtcArm:
+    """The registered hardware type ``jtc_arm``."""
+    check_apart(node, hw.driver_namespace)
+    controller, joints = driver_names(hw, spec)
+    return JtcArm(node, spec, controller, joints, hw.driver_namespace, hw.connect_timeout_s)

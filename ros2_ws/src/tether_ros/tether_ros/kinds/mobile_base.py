@@ -1,25 +1,27 @@
-"""The mobile-base half of sim_bridge and policy_server: odom, scan, wheel joint_states, cmd_vel.
+"""ROS 2 I/O of a mobile base: odom, scan, base_pose, wheel joint_states, cmd_vel.
 
-Bridge side (:class:`BaseTopics`): publishes ``odom`` (nav_msgs/Odometry from the wheel
-odometry, REP-105: frame ``odom``, child ``base_link``, twist in the body frame), ``scan``
-(sensor_msgs/LaserScan, frame ``laser``; a beam that hits nothing reads +inf, REP-117),
-``base_pose`` (geometry_msgs/PoseStamped in ``world``: the true pose, standing in for a
-localization system), and ``joint_states`` with the wheel joints only (angle rad, speed
+Bridge (:class:`BaseTopics`, on a runner bridge): publishes ``odom`` (nav_msgs/Odometry from
+the wheel odometry, REP-105: frame ``odom``, child ``base_link``, twist in the body frame),
+``scan`` (sensor_msgs/LaserScan, frame ``laser``; a beam that hits nothing reads +inf,
+REP-117), ``base_pose`` (geometry_msgs/PoseStamped in ``world``: the true pose, standing in
+for a localization system), and ``joint_states`` with the wheel joints only (angle rad, speed
 rad/s); subscribes ``cmd_vel`` (geometry_msgs/Twist, body frame: linear.x m/s, angular.z
 rad/s), an unstamped command in force for ``safety.watchdog_s``. Stamped command chunks
 (from a policy server) arrive on ``joint_trajectory`` with the action names (linear_x,
 angular_z), as for any robot, and go through the same safety filter.
 
-Policy side (:class:`BasePolicyInputs`): rebuilds the observation a base policy was trained
-on (``state`` = odometry (5,) + wheel angles (4,) + wheel speeds (4,), ``scan``, ``base_pose``)
-from those topics, matched by stamp.
+Policy server (:class:`BaseStateInputs`): rebuilds the observation a base policy was trained
+on (``state`` = odometry (5,) + wheel angles (4,) + wheel speeds (4,), ``scan``,
+``base_pose``) from those topics, matched by stamp; answers with stamped chunks on
+joint_trajectory, so the bridge's deadline watchdog applies. Teleop: a body-frame Twist on
+cmd_vel.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
@@ -29,13 +31,23 @@ from sensor_msgs.msg import JointState, LaserScan
 from tether.core.errors import ConfigError, InvalidCommand
 from tether.core.spec import RobotSpec
 from tether.core.types import Observation
+from tether.hardware.teleop.mappers import base_twist
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
+from tether_ros.kinds.runner import RunnerBridge
+from tether_ros.kinds.runner_hardware import HardwareRunnerBridge
+from tether_ros.kinds.trajectory import TrajectoryOutput
 
 if TYPE_CHECKING:
     from rclpy.node import Node
 
+    from tether.core.config import ExperimentConfig
+    from tether.core.protocols import Robot, SimBackend
+    from tether.hardware.teleop.command import TeleopCommand
+    from tether.hardware.teleop.config_teleop import TeleopConfig
     from tether.sim.config_mobile_base import LidarConfig
+    from tether_ros.kinds import Offer
+    from tether_ros.kinds.streams import Recording
 
 ODOM_STATE = ("odom_x", "odom_y", "odom_yaw", "odom_vx", "odom_wz")
 SCAN = "scan"
@@ -144,25 +156,33 @@ def wheel_state_from_msg(msg: JointState, joints: tuple[str, ...]) -> np.ndarray
     return np.concatenate([pos, vel])
 
 
+def lidar_of(cfg: ExperimentConfig) -> LidarConfig:
+    """The experiment's lidar: the simulator's, else (hardware) the defaults."""
+    from tether.sim.config_mobile_base import LidarConfig
+
+    mb = getattr(cfg.world, "mobile_base", None)
+    return mb.lidar if mb is not None else LidarConfig()
+
+
 # --- bridge side -------------------------------------------------------------------------
 class BaseTopics:
-    """A mobile base's endpoints on the sim bridge (or hardware bridge) ``node``.
+    """A mobile base's own endpoints on a runner bridge ``node``.
 
-    ``on_twist(action (2,))`` receives each valid cmd_vel; ``on_reject(exc)`` each bad one.
+    ``on_action(action (2,))`` receives each valid cmd_vel; ``on_reject(exc)`` each bad one.
     """
 
     def __init__(
         self,
         node: Node,
+        cfg: ExperimentConfig,
         spec: RobotSpec,
-        lidar: LidarConfig,
-        on_twist: Callable[[np.ndarray], None],
+        on_action: Callable[[np.ndarray], None],
         on_reject: Callable[[Exception], None],
     ) -> None:
         self.spec = spec
-        self.lidar = lidar
+        self.lidar = lidar_of(cfg)
         self.joints = wheel_joints(spec)
-        self._on_twist, self._on_reject = on_twist, on_reject
+        self._on_action, self._on_reject = on_action, on_reject
         self.pub_odom = node.create_publisher(
             Odometry, itf.ODOM, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
         )
@@ -182,7 +202,7 @@ class BaseTopics:
         except InvalidCommand as exc:
             self._on_reject(exc)
             return
-        self._on_twist(action)
+        self._on_action(action)
 
     def joint_states(self, obs: Observation) -> JointState:
         return wheel_joint_state_msg(obs["state"], obs.stamp_ns, self.joints)
@@ -198,23 +218,17 @@ class BaseTopics:
 
 
 # --- policy side -------------------------------------------------------------------------
-class BasePolicyInputs:
-    """Subscribes what a base policy reads and offers it to the policy server by stamp:
-    ``state`` (odometry (5,), completed with ``wheels`` into the 13-vector by :meth:`state`),
-    ``wheels``, and ``scan`` / ``base_pose`` when ``keys`` name them."""
+class BaseStateInputs:
+    """Subscribes what a base policy reads and offers it by stamp: ``state`` (odometry (5,),
+    completed with ``wheels`` into the 13-vector by :meth:`observation`), ``wheels``, and
+    ``scan`` / ``base_pose`` when ``keys`` name them."""
 
-    def __init__(
-        self,
-        node: Node,
-        spec: RobotSpec,
-        keys: list[str],
-        offer: Callable[[str, int, np.ndarray], None],
-    ) -> None:
+    def __init__(self, node: Node, spec: RobotSpec, keys: Sequence[str], offer: Offer) -> None:
         self.joints = wheel_joints(spec)
         self.node = node
         self._offer = offer
         self.extra = tuple(k for k in (SCAN, BASE_POSE) if k in keys)
-        self.required = ("state", "wheels", *self.extra)
+        self.keys = ("state", "wheels", *self.extra)
         node.create_subscription(
             Odometry, itf.ODOM, self._on_odom, itf.SENSOR_QOS, event_callbacks=itf.FAST_SUB
         )
@@ -262,9 +276,79 @@ class BasePolicyInputs:
     def _on_pose(self, msg: PoseStamped) -> None:
         self._offer(BASE_POSE, conv.from_time(msg.header.stamp), conv.pose_to_array(msg))
 
-    def observation(self, ready: dict[str, Any]) -> dict[str, np.ndarray]:
+    def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The policy's inputs from one complete set: state (13,) and the extras."""
         data = {"state": np.concatenate([ready["state"], ready["wheels"]]).astype(np.float32)}
         for k in self.extra:
             data[k] = ready[k]
         return data
+
+
+# --- teleop ------------------------------------------------------------------------------
+class BaseTeleop:
+    """A body-frame Twist on cmd_vel: the device's motion (linear.x forward, linear.y when
+    holonomic, angular.z), or a device's full action (vx m/s, wz rad/s)."""
+
+    needs_state = False
+
+    def __init__(self, node: Node, spec: RobotSpec, tcfg: TeleopConfig) -> None:
+        self.node = node
+        self.tcfg = tcfg
+        self.pub = node.create_publisher(Twist, itf.CMD_VEL, itf.COMMAND_QOS)
+
+    def release(self) -> None:
+        pass  # (a twist is in force for the watchdog period only)
+
+    def command(self, cmd: TeleopCommand, obs: Observation | None) -> bool:
+        if cmd.action is not None:
+            a = np.asarray(cmd.action, np.float64)
+            if a.shape != (2,) or not np.isfinite(a).all():
+                self.node.get_logger().warning(
+                    f"device action of shape {a.shape} dropped", throttle_duration_sec=1.0
+                )
+                return False
+            self.pub.publish(conv.twist_msg([a[0], 0.0, 0.0], [0.0, 0.0, a[1]]))
+            return True
+        t = base_twist(
+            cmd, self.tcfg.max_linear_speed, self.tcfg.max_angular_speed, self.tcfg.holonomic
+        )
+        self.pub.publish(conv.twist_msg(t.linear, t.angular))
+        return True
+
+
+class MobileBaseIO:
+    """The mobile-base adapter (registry ``ros_io`` / ``mobile_base``)."""
+
+    kind = "mobile_base"
+    chunked = False
+
+    def sim_bridge(
+        self, node: Node, cfg: ExperimentConfig, backend: SimBackend | None
+    ) -> RunnerBridge:
+        return RunnerBridge(node, cfg, backend, BaseTopics)
+
+    def hardware_bridge(
+        self, node: Node, cfg: ExperimentConfig, robot: Robot | None
+    ) -> HardwareRunnerBridge:
+        return HardwareRunnerBridge(node, cfg, robot, BaseTopics)
+
+    def state_inputs(
+        self, node: Node, spec: RobotSpec, keys: Sequence[str], offer: Offer
+    ) -> BaseStateInputs:
+        return BaseStateInputs(node, spec, keys, offer)
+
+    def policy_output(self, node: Node, spec: RobotSpec) -> TrajectoryOutput:
+        return TrajectoryOutput(node, spec)
+
+    def teleop(self, node: Node, spec: RobotSpec, tcfg: TeleopConfig) -> BaseTeleop:
+        return BaseTeleop(node, spec, tcfg)
+
+    def policy_servers(self, cfg: ExperimentConfig) -> list[tuple[str, list[str]]]:
+        return [("", [])]
+
+    def recording(
+        self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]
+    ) -> Recording:
+        from tether_ros.kinds import streams
+
+        return streams.recording(cfg, spec, objects)

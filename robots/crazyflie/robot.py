@@ -42,26 +42,20 @@ yaw rate), speeding up the CCW pair M1 + M3 yaws it CW.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from pathlib import Path
+from typing import Literal
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
-
+from tether.core.robot_kinds import GRAVITY as GRAVITY  # re-exported: the drone models' g
+from tether.core.robot_kinds import (
+    MultirotorDescription,
+    MultirotorMujocoAssets,
+    MultirotorPybulletAssets,
+    QuadrotorParams,
+    Rotor,
+)
 from tether.core.spec import ActionSpec, CameraSpec, RobotSpec
 
-GRAVITY = 9.81  # m/s^2, the value gym-pybullet-drones uses
-
 QuadActionMode = Literal["rotor_rpm", "thrust_rates", "velocity_setpoint"]
-
-
-class Rotor(NamedTuple):
-    """One rotor of the X layout: where it sits and which way it turns."""
-
-    motor: str  # Bitcraze's motor name, M1..M4
-    x: float  # sign of its body x (FLU); position = (x, y, 0) * arm_length / sqrt(2)
-    y: float  # sign of its body y
-    spin: float  # seen from above: +1 = CCW (angular velocity +z), -1 = CW
-
 
 # The one source of truth for the rotor layout (module docstring), by rotor index 0..3.
 # QuadrotorParams.rotor_positions / spin / mixer read it; the numpy model, the torch model,
@@ -73,96 +67,29 @@ ROTOR_LAYOUT: tuple[Rotor, Rotor, Rotor, Rotor] = (
     Rotor("M4", +1.0, +1.0, -1.0),  # front-left, CW
 )
 
-
-class QuadrotorParams(BaseModel):
-    """Physical parameters of an X-configuration quadrotor. SI units, RPM for rotor speed.
-
-    Rotor positions and spins follow the real Crazyflie (``ROTOR_LAYOUT``, M1..M4).
-    Defaults are the Crazyflie 2.x of gym-pybullet-drones ``assets/cf2x.urdf`` (mass,
-    inertia, arm, kf, km, thrust-to-weight; drag and ground-effect coefficients from its later
-    revision), which cites Luis & Le Ny, arXiv:1608.05786 (2016), Hamer's "Crazyflie
-    Modelling" notes and Landry, MIT 2015; kf/km go back to Foerster, "System
-    Identification of the Crazyflie 2.0 Nano Quadrocopter" (ETH Zurich, 2015).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mass: float = Field(0.027, gt=0)  # kg, cf2x.urdf <mass>
-    # kg m^2, diagonal body inertia (cf2x.urdf <inertia>)
-    inertia: tuple[float, float, float] = (1.4e-5, 1.4e-5, 2.17e-5)
-    arm_length: float = Field(0.0397, gt=0)  # m, centre to rotor axis (cf2x.urdf "arm")
-    # N / rpm^2: thrust of one rotor = kf * rpm^2 (cf2x.urdf "kf")
-    kf: float = Field(3.16e-10, gt=0)
-    # N m / rpm^2: reaction torque of one rotor = km * rpm^2 (cf2x.urdf "km")
-    km: float = Field(7.94e-12, gt=0)
-    # max total thrust / weight; sets max rpm = sqrt(t2w * m g / (4 kf)) ~ 21714 rpm (g = 9.81)
-    thrust_to_weight: float = Field(2.25, gt=1)
-    # s, first-order rotor speed lag. gym-pybullet-drones has none; published Crazyflie
-    # identifications range ~0.015-0.05 s, we take the middle. 0 = ideal motors.
-    motor_tau: float = Field(0.03, ge=0)
-    # rotor spin directions (+1 = CCW seen from above), from ROTOR_LAYOUT (M1..M4)
-    spin: tuple[float, float, float, float] = (
-        ROTOR_LAYOUT[0].spin,
-        ROTOR_LAYOUT[1].spin,
-        ROTOR_LAYOUT[2].spin,
-        ROTOR_LAYOUT[3].spin,
-    )
-    # linear drag (gym-pybullet-drones newer cf2x.urdf drag_coeff_xy / _z), in N per
-    # (m/s body velocity) per (rad/s summed rotor speed): F_b = -c * sum(omega_i) * v_b
-    drag_xy: float = Field(9.1785e-7, ge=0)
-    drag_z: float = Field(10.311e-7, ge=0)
-    # ground effect (same source): extra thrust per rotor
-    # kf rpm^2 * gnd_eff_coeff * (prop_radius / (4 h))^2, h = rotor height, clipped below
-    gnd_eff_coeff: float = Field(11.36859, ge=0)
-    prop_radius: float = Field(2.31348e-2, gt=0)  # m
-
-    @property
-    def weight(self) -> float:
-        """N."""
-        return self.mass * GRAVITY
-
-    @property
-    def hover_rpm(self) -> float:
-        """RPM per rotor whose four thrusts balance gravity (~14476 rpm)."""
-        return float(np.sqrt(self.weight / (4.0 * self.kf)))
-
-    @property
-    def max_rpm(self) -> float:
-        """RPM limit per rotor (~21714 rpm for the Crazyflie)."""
-        return float(np.sqrt(self.thrust_to_weight * self.weight / (4.0 * self.kf)))
-
-    @property
-    def max_thrust(self) -> float:
-        """Collective thrust at max rpm, N."""
-        return 4.0 * self.kf * self.max_rpm**2
-
-    def rotor_positions(self) -> np.ndarray:
-        """Rotor centres in the body frame (FLU), m, rows M1..M4 of ``ROTOR_LAYOUT``.
-
-        Shape: (4, 3).
-        """
-        a = self.arm_length / np.sqrt(2.0)
-        return np.array([[r.x * a, r.y * a, 0.0] for r in ROTOR_LAYOUT])
-
-    def mixer(self) -> np.ndarray:
-        """Map rpm^2 of the 4 rotors to [thrust N, torque_x, torque_y, torque_z N m].
-
-        Shape: (4, 4); wrench = mixer @ rpm**2.
-        """
-        pos = self.rotor_positions()
-        kf, km = self.kf, self.km
-        spin = np.asarray(self.spin)
-        return np.stack(
-            [
-                np.full(4, kf),
-                kf * pos[:, 1],  # thrust up at +y rolls positive (right-hand about +x)
-                -kf * pos[:, 0],  # thrust up at +x pitches nose up = negative about +y
-                -km * spin,  # reaction torque opposes the rotor's spin
-            ]
-        )
-
-
-CRAZYFLIE = QuadrotorParams()
+# The Crazyflie 2.x of gym-pybullet-drones ``assets/cf2x.urdf`` (mass, inertia, arm, kf, km,
+# thrust-to-weight; drag and ground-effect coefficients from its later revision), which cites
+# Luis & Le Ny, arXiv:1608.05786 (2016), Hamer's "Crazyflie Modelling" notes and Landry, MIT
+# 2015; kf/km go back to Foerster, "System Identification of the Crazyflie 2.0 Nano
+# Quadrocopter" (ETH Zurich, 2015). Rotor positions and spins: the real vehicle's
+# (ROTOR_LAYOUT, M1..M4).
+CRAZYFLIE = QuadrotorParams(
+    mass=0.027,  # kg, cf2x.urdf <mass>
+    inertia=(1.4e-5, 1.4e-5, 2.17e-5),  # kg m^2, cf2x.urdf <inertia>
+    arm_length=0.0397,  # m, cf2x.urdf "arm"
+    kf=3.16e-10,  # N / rpm^2, cf2x.urdf "kf"
+    km=7.94e-12,  # N m / rpm^2, cf2x.urdf "km"
+    # max rpm = sqrt(t2w * m g / (4 kf)) ~ 21714 rpm (g = 9.81), hover ~14476 rpm
+    thrust_to_weight=2.25,
+    rotors=ROTOR_LAYOUT,
+    # gym-pybullet-drones has no motor lag; published Crazyflie identifications range
+    # ~0.015-0.05 s, we take the middle
+    motor_tau=0.03,
+    drag_xy=9.1785e-7,  # cf2x.urdf drag_coeff_xy
+    drag_z=10.311e-7,  # cf2x.urdf drag_coeff_z
+    gnd_eff_coeff=11.36859,  # cf2x.urdf gnd_eff_coeff
+    prop_radius=2.31348e-2,  # m, cf2x.urdf prop_radius
+)
 
 
 def crazyflie_spec(
@@ -235,13 +162,6 @@ def drone_prefix(i: int, n: int) -> str:
     return "" if n == 1 else f"cf{i}/"
 
 
-def formation_offsets(n: int, spacing: float = 1.0) -> np.ndarray:
-    """World offsets (m) of n drones' tasks: a line along y centred on 0. Shape: (n, 3)."""
-    out = np.zeros((n, 3))
-    out[:, 1] = spacing * (np.arange(n) - (n - 1) / 2.0)
-    return out
-
-
 def crazyflie_robot(
     control_hz: float = 100.0,
     cameras: Sequence[CameraSpec] = (),
@@ -272,3 +192,21 @@ def crazyflie_robot(
         action=action,
         state_names=tuple(f"cf{i}/{n}" for i in range(num_drones) for n in STATE_NAMES),
     )
+
+
+# ---- registration -------------------------------------------------------------------------
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+ROBOT = MultirotorDescription(
+    name="crazyflie",
+    summary="Bitcraze Crazyflie 2.x (mass, inertia, kf, km of gym-pybullet-drones' cf2x)",
+    folder=ASSETS.parent,
+    control_hz=100.0,
+    factory="tether.robots.crazyflie.robot:crazyflie_robot",
+    module="tether.robots.crazyflie.robot",
+    params=CRAZYFLIE,
+    # scene.xml: body "cf" and marker "target" (the defaults); crazyflie.urdf: the same body
+    mujoco=MultirotorMujocoAssets(scene="assets/scene.xml"),
+    pybullet=MultirotorPybulletAssets(urdf="assets/crazyflie.urdf"),
+)

@@ -1,5 +1,5 @@
-"""The drone half of hardware_bridge: one real (or mock) quadcopter with the endpoints of
-the sim bridge's drone half (tether_ros.drone_bridge), for a lone drone.
+"""A real (or mock) quadcopter on the hardware bridge: one lone drone with the endpoints the
+sim bridge gives a simulated one (tether_ros.kinds.quadcopter_sim).
 
 Publishes ``odom`` (nav_msgs/Odometry, twist in the body frame) and ``episode_status``
 (std_msgs/String JSON: ``link_lost``, ``link_regained``, ``failsafe`` events); subscribes

@@ -1,7 +1,7 @@
 """The training simulator: ``BatchedHoverEnv`` with one 10 ms RK4 step per control step.
 
 Same rigid body, drag, ground effect, initial-state distribution, observation, action map
-and reward as the numpy batched env (``tether.sim.quadrotor.batched_env``), whose five 2 ms
+and reward as the numpy batched env (``batched_env``), whose five 2 ms
 physics steps per control step make it ~5x slower. Within a control step the rotor speeds
 are held, so RK4 with a 10 ms step stays accurate; the motor lag is still integrated
 exactly, the rigid body seeing the rotor speed *averaged* over the step (holding the
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tether.sim.quadrotor.batched_env import BatchedHoverEnv
-from tether.sim.quadrotor.crazyflie import CRAZYFLIE, QuadrotorParams
+from tether.core.robot_kinds import QuadrotorParams
+from tether.robots.crazyflie.robot import CRAZYFLIE
+from tether.sim.quadrotor.batched_env import EPISODE_S, BatchedHoverEnv
 from tether.sim.quadrotor.dynamics import QuadrotorDynamics
 
 COARSE_DT = 0.01  # s, one physics step per 100 Hz control step
@@ -63,7 +64,7 @@ class CoarseHoverEnv(BatchedHoverEnv):
         n: int,
         *,
         params: QuadrotorParams = CRAZYFLIE,
-        episode_s: float = 15.0,
+        episode_s: float = EPISODE_S,
         seed: int | None = None,
     ) -> None:
         super().__init__(

@@ -1,4 +1,5 @@
-"""The drone half of sim_bridge: N drones of one world over ROS 2, around DroneFleet.
+"""The simulated drones of a quadcopter experiment over ROS 2: N drones of one world, around
+DroneFleet (tether.sim.drone_bridge).
 
 Per drone, under its namespace (none for a single drone; cf0, cf1, ... for several):
 publishes ``odom`` (nav_msgs/Odometry, frame ``<ns>/odom``, child ``<ns>/base_link``, twist in
@@ -7,9 +8,10 @@ the body frame), ``imu`` (sensor_msgs/Imu, specific force incl. the gravity reac
 (geometry_msgs/Twist in the heading frame -> velocity setpoint -> cascaded PID) and
 ``cmd_low_level`` (sensor_msgs/JointState: rotor rpm, thrust + body rates or a world
 velocity setpoint, layout in conversions.LOW_LEVEL_CHANNELS); services ``takeoff``,
-``land``, ``emergency`` (std_srvs/Trigger). Shared: ``/clock``, ``estop`` (std_msgs/Bool: true = emergency for every
-drone), ``~/reset`` (std_srvs/Trigger: new episode, releases emergencies). Every command
-passes the drone safety gate; a rejected one is logged and counted, never applied.
+``land``, ``emergency`` (std_srvs/Trigger). Shared: ``/clock``, ``estop`` (std_msgs/Bool:
+true = emergency for every drone), ``~/reset`` (std_srvs/Trigger: new episode, releases
+emergencies). Every command passes the drone safety gate; a rejected one is logged and
+counted, never applied.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from sensor_msgs.msg import LaserScan
 from tether.core.errors import InvalidCommand, TetherError
 from tether.core.spec import RobotSpec
 from tether.core.types import Observation
-from tether.hardware.robots.ros_io import driver_topic, wait_acked, wait_for
 from tether_ros import interface as itf
-from tether_ros.base_bridge import scan_to_array
+from tether_ros.drivers.ros_io import check_apart, driver_topic, wait_acked, wait_for
+from tether_ros.kinds.mobile_base import scan_to_array
 
 
 class TwistBase:
@@ -94,3 +94,9 @@ class TwistBase:
         msg = Twist()
         msg.linear.x, msg.angular.z = float(a[0]), float(a[1])
         self._pub.publish(msg)
+
+
+def build_twist_base(hw: Any, spec: RobotSpec, node: Any = None) -> TwistBase:
+    """The registered hardware type ``twist_base``."""
+    check_apart(node, hw.driver_namespace)
+    return TwistBase(node, spec, hw.driver_namespace, hw.connect_timeout_s)

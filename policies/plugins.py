@@ -1,0 +1,28 @@
+"""What the policy layer registers (tether.core.registry discovers this table). Light."""
+
+from __future__ import annotations
+
+from tether.core.registry import Entry
+
+PLUGINS = {
+    "policy": {
+        "hold": Entry("tether.core.policies:HoldPolicyConfig", "tether.core.policies:HoldPolicy"),
+        "onnx": Entry(
+            "tether.policies.config_onnx:OnnxPolicyConfig", "tether.policies.runtime:OnnxPolicy"
+        ),
+        "diffusion": Entry(
+            "tether.policies.diffusion.config:DiffusionPolicyConfig",
+            "tether.policies.diffusion.policy:DiffusionPolicy",
+        ),
+    },
+    "trainer": {
+        "diffusion": Entry(
+            "tether.policies.diffusion.config:DiffusionTrainConfig",
+            "tether.policies.diffusion.trainer:DiffusionTrainer",
+        ),
+        "quad_hover": Entry(
+            "tether.policies.quad.config_quad:QuadHoverTrainConfig",
+            "tether.policies.quad.trainer:QuadHoverTrainer",
+        ),
+    },
+}

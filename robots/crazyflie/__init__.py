@@ -1,0 +1,1 @@
+"""crazyflie robot folder: robot.py (description), assets/."""

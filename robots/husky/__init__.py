@@ -1,0 +1,1 @@
+"""husky robot folder: robot.py (description), assets/."""

@@ -1,0 +1,1 @@
+"""panda robot folder: robot.py (description), assets/."""

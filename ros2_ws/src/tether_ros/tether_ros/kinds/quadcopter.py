@@ -1,0 +1,179 @@
+"""ROS 2 I/O of a quadcopter: odom / imu out, cmd_vel / cmd_low_level in, takeoff / land /
+emergency services, per drone.
+
+Bridge: the simulated fleet (:class:`~tether_ros.kinds.quadcopter_sim.DroneBridge`, drone i
+as ``cf<i>``, a lone drone without a namespace) or one real drone
+(:class:`~tether_ros.kinds.quadcopter_hardware.HardwareDroneBridge`). Policy server: one per
+drone, in the drone's namespace, seeing a one-drone world: ``odom`` (nav_msgs/Odometry) ->
+``state`` (13,); answers each observation with the first row of the policy's chunk on
+``cmd_low_level`` (sensor_msgs/JointState in the policy's action mode, header stamp = the
+observation's, so the bridge's lockstep and latency match it to what it answers). A real
+drone gets no policy server: it flies velocity setpoints on cmd_vel (teleop, a planner),
+the drone policies are trained on the simulator's rotor commands. Teleop: a velocity
+setpoint Twist on cmd_vel, or a device's full action on cmd_low_level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import JointState
+
+from tether.core.errors import InvalidCommand, TetherError
+from tether.core.types import ActionChunk, Observation
+from tether.hardware.teleop.mappers import drone_velocity
+from tether_ros import conversions as conv
+from tether_ros import interface as itf
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
+
+    from tether.core.config import ExperimentConfig
+    from tether.core.protocols import Robot, SimBackend
+    from tether.core.spec import RobotSpec
+    from tether.hardware.teleop.command import TeleopCommand
+    from tether.hardware.teleop.config_teleop import TeleopConfig
+    from tether_ros.kinds import Offer
+    from tether_ros.kinds.quadcopter_hardware import HardwareDroneBridge
+    from tether_ros.kinds.quadcopter_sim import DroneBridge
+    from tether_ros.kinds.streams import Recording
+
+# one drone's action and state sizes (per drone: 4 command channels, the 13-vector state)
+DRONE_ACTION_DIM = 4
+
+
+class OdometryInputs:
+    """odom -> ``state`` (13,): position m, quaternion wxyz, linear velocity m/s world,
+    angular velocity rad/s body."""
+
+    keys = ("state",)
+
+    def __init__(self, node: Node, offer: Offer) -> None:
+        self.node = node
+        self._offer = offer
+        node.create_subscription(
+            Odometry, itf.ODOM, self._on_odom, itf.SENSOR_QOS, event_callbacks=itf.FAST_SUB
+        )
+
+    def _on_odom(self, msg: Odometry) -> None:
+        try:
+            state = conv.odometry_to_state(msg)
+        except InvalidCommand as exc:
+            self.node.get_logger().warning(f"ignored odom: {exc}", throttle_duration_sec=1.0)
+            return
+        self._offer("state", conv.from_time(msg.header.stamp), state)
+
+    def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"state": ready["state"]}
+
+
+class LowLevelOutput:
+    """A chunk's first row on cmd_low_level, in the spec's action mode, stamped with the
+    observation it answers."""
+
+    def __init__(self, node: Node, spec: RobotSpec) -> None:
+        if spec.action.dim != DRONE_ACTION_DIM:
+            raise TetherError(
+                f"a drone policy server flies one drone, but this spec has "
+                f"{spec.action.dim // DRONE_ACTION_DIM}: run one per drone namespace with "
+                "sim.quadrotor.num_drones=1 (tether up does)"
+            )
+        self.mode = spec.action.mode
+        self.pub = node.create_publisher(
+            JointState, itf.CMD_LOW_LEVEL, itf.COMMAND_QOS, event_callbacks=itf.FAST_PUB
+        )
+
+    def publish(self, chunk: ActionChunk) -> None:
+        row = np.asarray(chunk.actions[0], np.float64)
+        self.pub.publish(conv.low_level_msg(self.mode, row, chunk.t0_ns))
+
+
+class DroneTeleop:
+    """The device's motion as a velocity setpoint Twist on cmd_vel (heading frame: x, y, z
+    m/s and yaw rate; the drone must be airborne: takeoff first), or a device's full action
+    (a scripted controller) on cmd_low_level in the spec's action mode."""
+
+    needs_state = False
+
+    def __init__(self, node: Node, spec: RobotSpec, tcfg: TeleopConfig) -> None:
+        self.node = node
+        self.spec = spec
+        self.tcfg = tcfg
+        self.pub_twist = node.create_publisher(Twist, itf.CMD_VEL, itf.COMMAND_QOS)
+        self.pub_low = node.create_publisher(JointState, itf.CMD_LOW_LEVEL, itf.COMMAND_QOS)
+
+    def release(self) -> None:
+        pass  # (the drone safety gate holds or lands when commands stop)
+
+    def command(self, cmd: TeleopCommand, obs: Observation | None) -> bool:
+        if cmd.action is None:
+            t = drone_velocity(cmd, self.tcfg.max_linear_speed, self.tcfg.max_angular_speed)
+            self.pub_twist.publish(conv.twist_msg(t.linear, t.angular))
+            return True
+        if obs is None:
+            return False  # a full action answers an observation: wait for the first
+        a = np.asarray(cmd.action, np.float64)
+        if a.shape != (DRONE_ACTION_DIM,) or not np.isfinite(a).all():
+            self.node.get_logger().warning(
+                f"device action of shape {a.shape} dropped", throttle_duration_sec=1.0
+            )
+            return False
+        self.pub_low.publish(conv.low_level_msg(self.spec.action.mode, a, obs.stamp_ns))
+        return True
+
+
+class QuadcopterIO:
+    """The quadcopter adapter (registry ``ros_io`` / ``quadcopter``)."""
+
+    kind = "quadcopter"
+    chunked = False
+
+    def sim_bridge(
+        self, node: Node, cfg: ExperimentConfig, backend: SimBackend | None
+    ) -> DroneBridge:
+        from tether_ros.kinds.quadcopter_sim import DroneBridge
+
+        return DroneBridge(node, cfg, backend)
+
+    def hardware_bridge(
+        self, node: Node, cfg: ExperimentConfig, robot: Robot | None
+    ) -> HardwareDroneBridge:
+        from tether.hardware.robots.factory import build_robot
+        from tether_ros.kinds.quadcopter_hardware import HardwareDroneBridge
+
+        assert cfg.hardware is not None
+        return HardwareDroneBridge(node, cfg, robot or build_robot(cfg.hardware, None, node))
+
+    def state_inputs(
+        self, node: Node, spec: RobotSpec, keys: Sequence[str], offer: Offer
+    ) -> OdometryInputs:
+        return OdometryInputs(node, offer)
+
+    def policy_output(self, node: Node, spec: RobotSpec) -> LowLevelOutput:
+        return LowLevelOutput(node, spec)
+
+    def teleop(self, node: Node, spec: RobotSpec, tcfg: TeleopConfig) -> DroneTeleop:
+        return DroneTeleop(node, spec, tcfg)
+
+    def policy_servers(self, cfg: ExperimentConfig) -> list[tuple[str, list[str]]]:
+        """One per simulated drone, in its namespace (``cf<i>``; a lone drone: none), each
+        seeing a one-drone world; none for a real drone."""
+        from tether.sim.drone_bridge import drone_names
+
+        if cfg.hardware is not None:
+            return []
+        quad = getattr(cfg.sim, "quadrotor", None)
+        n = quad.num_drones if quad is not None else 1
+        extra = ["sim.quadrotor.num_drones=1"] if n > 1 else []
+        return [(drone, list(extra)) for drone in drone_names(n)]
+
+    def recording(
+        self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]
+    ) -> Recording:
+        from tether_ros.kinds import streams
+
+        return streams.recording(cfg, spec, objects)

@@ -1,0 +1,419 @@
+"""The bridge of kinds whose world a SimRunner steps (arms, mobile bases): episodes, the
+e-stop, lockstep or realtime stepping, and the topics every such kind shares.
+
+Publishes /clock, ``joint_states``, ``objects/<name>/pose``, ``camera/<name>/image_raw`` +
+``camera_info`` and ``episode_status`` (std_msgs/String, JSON); subscribes
+``joint_trajectory`` (stamped chunks) and ``estop``; services ``~/reset``,
+``~/start_episode``, ``~/stop_episode``, ``~/reset_estop`` (std_srvs/Trigger). Every command
+passes the SafetyFilter (inside SimRunner); a malformed one is logged, counted and dropped.
+The e-stop latches: a true on estop engages it, only ~/reset_estop releases it. The kind's
+own topics (an arm's joint_states, a base's odom / scan / cmd_vel) come from its
+:class:`RobotTopics`.
+
+tether_ros.kinds.runner_hardware runs the very same command path on a Robot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Bool, Header, String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from tether.core.config import ExperimentConfig
+from tether.core.errors import InvalidCommand, StaleCommand
+from tether.core.protocols import SimBackend
+from tether.core.spec import RobotSpec
+from tether.core.timing import now_ns
+from tether.core.types import Observation
+from tether.sim.runner import SimRunner
+from tether_ros import conversions as conv
+from tether_ros import interface as itf
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
+
+IDLE_PERIOD_S = 0.1
+
+
+class RobotTopics(Protocol):
+    """A kind's own endpoints on a runner bridge."""
+
+    def publish(self, obs: Observation) -> None:
+        """Publish the kind's streams of one observation, except joint_states."""
+
+    def joint_states(self, obs: Observation) -> JointState:
+        """The observation's joint_states (the bridge publishes it last: it completes an
+        observation for the policy)."""
+
+
+# (node, cfg, spec, on_action(action (dim,)), on_reject(exc)) -> the kind's topics; a kind
+# with an unstamped command (a base's cmd_vel) hands each one to on_action
+TopicsFactory = Callable[
+    [
+        "Node",
+        ExperimentConfig,
+        RobotSpec,
+        Callable[[np.ndarray], None],
+        Callable[[Exception], None],
+    ],
+    RobotTopics,
+]
+
+
+class RunnerBridge:
+    """ROS 2 endpoints around a SimRunner, on ``node``."""
+
+    def __init__(
+        self,
+        node: Node,
+        cfg: ExperimentConfig,
+        backend: SimBackend | None,
+        topics: TopicsFactory,
+    ) -> None:
+        self.node = node
+        self.cfg = cfg
+        self.runner = SimRunner(cfg, backend)
+        self.spec = self.runner.spec
+        self.frame = "world"
+        self.mode = cfg.ros.rate_mode
+        self.running = False
+        self.rejected = 0
+        self.old_timeline = 0  # chunks from before a reset, dropped quietly (see _on_trajectory)
+        self._wait_since: int | None = None  # wall time the current observation first went out
+        self._stamp: int | None = None
+        self._last_send: int = 0
+        self._got_action = False
+        self._status_seq = 0
+        # lockstep re-sends: the latest image and camera info of each camera (a re-sent
+        # observation must carry the images in force, or a policy that waits for a first
+        # image never answers and the sim never steps)
+        self._images: dict[str, tuple[Image, CameraInfo]] = {}
+        # ros.wait_for_recorder: the stamp last published and last acknowledged per topic
+        self._wait_recorder = self.mode == "lockstep" and cfg.ros.wait_for_recorder
+        self._sent: dict[str, int] = {}
+        self._acked: dict[str, int] = {}
+        self._held = False  # answered, but the recorder has not taken the observation in yet
+        self.topics = topics(node, cfg, self.spec, self._on_action, self._reject_action)
+
+        self.pub_clock = node.create_publisher(
+            Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.pub_js = node.create_publisher(
+            JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.pub_status = node.create_publisher(
+            String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.pub_objects = {
+            name: node.create_publisher(
+                PoseStamped,
+                itf.object_pose_topic(name),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_PUB,
+            )
+            for name in self.runner.task.objects
+        }
+        self.pub_images = {
+            c.name: (
+                node.create_publisher(
+                    Image, itf.image_topic(c.name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
+                ),
+                node.create_publisher(
+                    CameraInfo,
+                    itf.camera_info_topic(c.name),
+                    itf.SENSOR_QOS,
+                    event_callbacks=itf.FAST_PUB,
+                ),
+            )
+            for c in self.spec.cameras
+        }
+        node.create_subscription(
+            JointTrajectory,
+            itf.JOINT_TRAJECTORY,
+            self._on_trajectory,
+            itf.COMMAND_QOS,
+            event_callbacks=itf.FAST_SUB,
+        )
+        node.create_subscription(
+            Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS, event_callbacks=itf.FAST_SUB
+        )
+        if self._wait_recorder:
+            node.create_subscription(
+                Header,
+                itf.RECORDER_ACK,
+                self._on_recorder_ack,
+                itf.COMMAND_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
+        node.create_service(Trigger, "~/reset", self._srv_reset)
+        node.create_service(Trigger, "~/reset_estop", self._srv_reset_estop)
+        node.create_service(Trigger, "~/start_episode", self._srv_start)
+        node.create_service(Trigger, "~/stop_episode", self._srv_stop)
+
+        if self.mode == "realtime":
+            node.create_timer(self.spec.dt, self._tick)
+        else:
+            # lockstep housekeeping: re-send a lost observation, step on timeout
+            node.create_timer(0.01, self._lockstep_watch)
+
+        self._reset()
+        if cfg.episodes.autostart:
+            self._start()
+        node.get_logger().info(
+            f"{self.spec.name} in {cfg.world.type} at {self.spec.control_hz:g} Hz "
+            f"({self.mode}), task {cfg.task.type}"
+        )
+
+    # --- episode control -------------------------------------------------------------
+    def _reset(self) -> None:
+        self.runner.reset()
+        self._images.clear()
+        self._sent.clear()
+        self._acked.clear()
+        self._held = False
+        self._wait_since = None
+        self.running = False
+        self._got_action = False
+        self._publish_obs()
+
+    def _start(self) -> None:
+        if self.runner.done:
+            self._reset()
+        self.running = True
+        assert self.runner.obs is not None
+        self._emit(
+            "start",
+            {
+                "episode": self.runner.episode,
+                "seed": self.runner.seed,
+                "stamp_ns": self.runner.obs.stamp_ns,
+            },
+        )
+        self._publish_obs()
+
+    def _end(self, stopped: bool = False) -> None:
+        self.running = False
+        summary = self.runner.summary()
+        summary["rejected"] = self.rejected
+        summary["old_timeline"] = self.old_timeline
+        summary["stopped"] = stopped
+        self._emit("end", summary)
+        self.runner.done = True
+        if self.cfg.episodes.auto_reset and not stopped:
+            self._start()
+
+    def _emit(self, event: str, data: dict[str, Any]) -> None:
+        self._status_seq += 1
+        self.pub_status.publish(
+            String(data=json.dumps({"event": event, "seq": self._status_seq, **data}))
+        )
+
+    def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._reset()
+        resp.success, resp.message = (
+            True,
+            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
+        )
+        return resp
+
+    def _srv_start(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._start()
+        resp.success, resp.message = (
+            True,
+            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
+        )
+        return resp
+
+    def _srv_stop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        if not self.running:
+            resp.success, resp.message = False, "no episode is running"
+            return resp
+        self._end(stopped=True)
+        resp.success, resp.message = True, json.dumps({"success": self.runner.success})
+        return resp
+
+    # --- commands ----------------------------------------------------------------------
+    def _on_estop(self, msg: Bool) -> None:
+        safety = self.runner.safety
+        log = self.node.get_logger()
+        if msg.data and not safety.estopped:
+            log.warning("e-stop ENGAGED (call ~/reset_estop to release)")
+            safety.engage_estop()
+        elif not msg.data and safety.estopped:
+            log.warning(
+                "e-stop stays engaged: a false on estop does not release it, ~/reset_estop does",
+                throttle_duration_sec=1.0,
+            )
+
+    def _srv_reset_estop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        was = self.runner.safety.estopped
+        self.runner.safety.release_estop()
+        if was:
+            self.node.get_logger().warning("e-stop released (~/reset_estop)")
+        resp.success = True
+        resp.message = "e-stop released" if was else "e-stop was not engaged"
+        return resp
+
+    def _on_action(self, action: np.ndarray) -> None:
+        """An unstamped command (a base's cmd_vel), in force for safety.watchdog_s."""
+        try:
+            self.runner.submit_command(action)
+        except InvalidCommand as exc:
+            self._reject_action(exc)
+            return
+        self._got_action = True
+        self._advance()
+
+    def _reject_action(self, exc: Exception) -> None:
+        self.rejected += 1
+        self.node.get_logger().warning(f"rejected cmd_vel: {exc}", throttle_duration_sec=1.0)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        try:
+            chunk = conv.trajectory_to_chunk(msg, self.spec)
+            self.runner.submit(chunk)
+        except StaleCommand as exc:
+            # expected: the previous episode's last chunk, in flight when the reset came
+            self.old_timeline += 1
+            self.node.get_logger().debug(f"dropped joint_trajectory: {exc}")
+            return
+        except InvalidCommand as exc:
+            self.rejected += 1
+            self.node.get_logger().warning(
+                f"rejected joint_trajectory: {exc}", throttle_duration_sec=1.0
+            )
+            return
+        self._got_action = True
+        self._advance()
+
+    # --- stepping ----------------------------------------------------------------------
+    def _tick(self) -> None:
+        if self.running:
+            self._step()
+        else:
+            self._idle_publish()
+
+    def _idle_publish(self) -> None:
+        """Between episodes, keep publishing the (unchanging) state at ~10 Hz, so late
+        subscribers (RViz, robot_state_publisher, a policy server) see the robot."""
+        # not after an episode ended: its final state would reach subscribers after the next
+        # episode's first one (topics are not ordered) and look like a jump ahead in time
+        if not self.runner.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
+            self._publish_obs()
+
+    def _advance(self) -> None:
+        """Lockstep: step once the current observation is answered and, with
+        ros.wait_for_recorder, the recorder has taken it in (else its acknowledgement steps)."""
+        if self.mode != "lockstep" or not self.running or self.runner.done:
+            return  # (a finished episode waits in _end_when_recorded)
+        if not self.runner.answered():
+            return
+        self._held = not self._recorded()
+        if not self._held:
+            self._step()
+
+    def _recorded(self) -> bool:
+        """Whether the recorder acknowledged every message of the current observation
+        (always true without ros.wait_for_recorder)."""
+        return not self._wait_recorder or all(
+            self._acked.get(topic) == stamp for topic, stamp in self._sent.items()
+        )
+
+    def _on_recorder_ack(self, msg: Header) -> None:
+        self._acked[msg.frame_id] = conv.from_time(msg.stamp)
+        if self.running and self.runner.done:
+            self._end_when_recorded()
+        elif self._held:
+            self._advance()
+
+    def _end_when_recorded(self) -> None:
+        """The episode is over: end it once the recorder has its final observation (so the
+        recorder saves it complete)."""
+        if self._recorded():
+            self._end()
+
+    def _lockstep_watch(self) -> None:
+        if not self.running:
+            self._idle_publish()
+            return
+        if self._wait_since is None:
+            return
+        waited_s = (now_ns() - self._wait_since) * 1e-9
+        if self.runner.done:  # waiting for the recorder to take in the final observation
+            self._end_when_recorded()
+            if self.running and (now_ns() - self._last_send) * 1e-9 > 0.02:
+                self._publish_obs(resend=True)
+            return
+        if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s and self._recorded():
+            self._step()  # the policy went quiet: the watchdog in the safety filter holds
+        elif (now_ns() - self._last_send) * 1e-9 > 0.02:
+            # sensor QoS is best effort: re-send a possibly lost observation, images included
+            self._publish_obs(resend=True)
+            if self._held and waited_s > 5.0:
+                self.node.get_logger().warning(
+                    "waiting for the recorder to take in the observation "
+                    f"(ros.wait_for_recorder), {waited_s:.0f} s",
+                    throttle_duration_sec=5.0,
+                )
+
+    def _step(self) -> None:
+        self._held = False
+        self.runner.step()
+        self._publish_obs()
+        if self.runner.done:
+            self._end_when_recorded()
+
+    def _publish_obs(self, resend: bool = False) -> None:
+        """Publish the current observation; joint_states goes last among what the policy
+        needs (objects, images, the kind's topics), /clock after it, off the latency path.
+        ``resend``: the cameras' latest images go out again (as they were) instead of the
+        ones due now."""
+        obs = self.runner.obs
+        assert obs is not None
+        stamp = obs.stamp_ns
+        env = obs.get("env_state")
+        for i, (name, pub) in enumerate(self.pub_objects.items()):
+            pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
+            if self._wait_recorder:  # bookkeeping for the recorder's acks, only when it counts
+                self._sent[itf.object_pose_topic(name)] = stamp
+        if not resend:
+            for cam in self.runner.cameras_due():
+                frame = f"{cam.name}_optical_frame"
+                self._images[cam.name] = (
+                    conv.image_msg(self.runner.backend.render(cam.name), stamp, frame),
+                    conv.camera_info_msg(cam, stamp, frame),
+                )
+                self._publish_image(cam.name)
+        else:
+            for name in self._images:
+                self._publish_image(name)
+        self.topics.publish(obs)
+        js = self.topics.joint_states(obs)
+        self._last_send = now_ns()
+        if stamp != self._stamp or self._wait_since is None:
+            self._stamp, self._wait_since = stamp, self._last_send
+        if self.running:
+            self.runner.latency.mark(stamp, self._last_send)
+        if self._wait_recorder:
+            self._sent[itf.JOINT_STATES] = stamp
+        self.pub_js.publish(js)
+        self.pub_clock.publish(conv.clock_msg(stamp))
+
+    def _publish_image(self, camera: str) -> None:
+        img, info = self._images[camera]
+        img_pub, info_pub = self.pub_images[camera]
+        img_pub.publish(img)
+        info_pub.publish(info)
+        if self._wait_recorder:
+            self._sent[itf.image_topic(camera)] = conv.from_time(img.header.stamp)
+
+    def close(self) -> None:
+        self.runner.backend.close()

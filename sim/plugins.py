@@ -1,0 +1,110 @@
+"""What the simulation layer registers (tether.core.registry discovers this table): engines,
+their per-kind backends, tasks, and the scripted policies that need no training. Light:
+strings only."""
+
+from __future__ import annotations
+
+from tether.core.registry import Entry
+
+PLUGINS = {
+    "sim": {
+        # an engine: its config class; the target builds its backend for the robot's kind
+        "mujoco": Entry(
+            "tether.sim.mujoco.config_mujoco:MujocoConfig", "tether.sim.factory:build_backend"
+        ),
+        "pybullet": Entry(
+            "tether.sim.pybullet.config_pybullet:PybulletConfig",
+            "tether.sim.factory:build_backend",
+        ),
+    },
+    # "<engine>/<kind>": a class taking (cfg, robot=<description>, task=...); its config
+    # class (when set) validates ``sim:`` for that kind: the engine's fields plus the kind's
+    "backend": {
+        "mujoco/arm": Entry(None, "tether.sim.mujoco.backend:MujocoBackend"),
+        "pybullet/arm": Entry(None, "tether.sim.pybullet.backend:PybulletBackend"),
+        "mujoco/quadcopter": Entry(
+            "tether.sim.mujoco.config_mujoco:MujocoQuadrotorConfig",
+            "tether.sim.mujoco.quadrotor:MujocoQuadrotorBackend",
+        ),
+        "pybullet/quadcopter": Entry(
+            "tether.sim.pybullet.config_pybullet:PybulletQuadrotorConfig",
+            "tether.sim.pybullet.quadrotor:PybulletQuadrotorBackend",
+        ),
+        "mujoco/mobile_base": Entry(
+            "tether.sim.mujoco.config_mujoco:MujocoMobileBaseConfig",
+            "tether.sim.mujoco.mobile_base:MujocoMobileBase",
+        ),
+        "pybullet/mobile_base": Entry(
+            "tether.sim.pybullet.config_pybullet:PybulletMobileBaseConfig",
+            "tether.sim.pybullet.mobile_base:PybulletMobileBase",
+        ),
+    },
+    # training simulators (not SimBackends: no ``sim.type`` names them); trainers look them up
+    # by name; ``protocol`` says what the target returns
+    "env": {
+        # the numpy hover task of N drones at once (tether.core.protocols.BatchedEnv); a
+        # factory taking (n, robot=<description>, coarse=..., seed=..., episode_s=...)
+        "batched/quadcopter": Entry(
+            None,
+            "tether.sim.quadrotor.batched_env:batched_hover_env",
+            {"protocol": "tether.core.protocols:BatchedEnv"},
+        ),
+        # the gymnasium view of any experiment's backend + task (tether.sim.make_env)
+        "gym/any": Entry(None, "tether.sim.gym_env:make_env", {"protocol": "gymnasium.Env"}),
+    },
+    # option ``expert``: the policy type of the task's scripted expert (`--teleop scripted`)
+    "task": {
+        # arm tasks
+        "reach": Entry(
+            "tether.sim.tasks.config_tasks:ReachConfig",
+            "tether.sim.tasks.reach:ReachTask",
+            {"expert": "scripted_expert"},
+        ),
+        "lift": Entry(
+            "tether.sim.tasks.config_tasks:LiftConfig",
+            "tether.sim.tasks.lift:LiftTask",
+            {"expert": "scripted_expert"},
+        ),
+        # mobile-base tasks
+        "go_to_goal": Entry(
+            "tether.sim.tasks.config_base_tasks:GoToGoalConfig",
+            "tether.sim.tasks.go_to_goal:GoToGoalTask",
+            {"expert": "base_expert"},
+        ),
+        "obstacle_course": Entry(
+            "tether.sim.tasks.config_base_tasks:ObstacleCourseConfig",
+            "tether.sim.tasks.obstacle_course:ObstacleCourseTask",
+            {"expert": "base_expert"},
+        ),
+        # drone tasks: tether.sim.tasks.quad_tasks, docs/quadrotor.md
+        "hover": Entry(
+            "tether.sim.tasks.config_quad_tasks:HoverConfig",
+            "tether.sim.tasks.quad_tasks:HoverTask",
+            {"expert": "quad_pid"},
+        ),
+        "waypoints": Entry(
+            "tether.sim.tasks.config_quad_tasks:WaypointsConfig",
+            "tether.sim.tasks.quad_tasks:WaypointsTask",
+            {"expert": "quad_pid"},
+        ),
+        "figure_eight": Entry(
+            "tether.sim.tasks.config_quad_tasks:FigureEightConfig",
+            "tether.sim.tasks.quad_tasks:FigureEightTask",
+            {"expert": "quad_pid"},
+        ),
+    },
+    "policy": {
+        "scripted_expert": Entry(
+            "tether.sim.experts.config_expert:ScriptedExpertConfig",
+            "tether.sim.experts.expert:ScriptedExpert",
+        ),
+        "base_expert": Entry(
+            "tether.sim.experts.config_base_expert:BaseExpertConfig",
+            "tether.sim.experts.base_expert:BaseExpert",
+        ),
+        "quad_pid": Entry(
+            "tether.sim.quadrotor.config_quadrotor:QuadPIDConfig",
+            "tether.sim.quadrotor.pid_policy:QuadPIDPolicy",
+        ),
+    },
+}
