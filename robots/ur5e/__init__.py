@@ -1,0 +1,1 @@
+"""ur5e robot folder: robot.py (description), assets/."""
