@@ -39,11 +39,11 @@ def _dir_bytes(root: Path) -> int:
 
 
 def run(duration_s: float, fps: int) -> dict[str, Any]:
-    from std_msgs.msg import String
+    from std_msgs.msg import Bool, String
 
     from tether_ros import interface as itf
     from tether_ros.graph import GraphProcesses, graph_env, plan_graph
-    from tether_ros.recorder import RECORDER_STATUS
+    from tether_ros.recorder import RECORDER_READY, RECORDER_STATUS
     from tether_ros.supervisor import EpisodeSupervisor
 
     ov = [
@@ -68,8 +68,13 @@ def run(duration_s: float, fps: int) -> dict[str, Any]:
             sup.node.create_subscription(
                 String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
             )
+            ready: list[bool] = []
+            sup.node.create_subscription(
+                Bool, RECORDER_READY, lambda m: ready.append(m.data), itf.EVENT_QOS
+            )
             sup.wait_ready()
-            sup.spin_until(lambda: sup.node.count_publishers(RECORDER_STATUS) >= 1, 60, "recorder")
+            # the recorder has heard every stream an episode needs: no first frame is lost
+            sup.spin_until(lambda: any(ready), 60, "the recorder to hear the robot and the policy")
             pid = graph.procs["recorder"].pid
             cpu0, t0 = _cpu_s(pid), time.monotonic()
             result = sup.run_episode()

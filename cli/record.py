@@ -49,11 +49,11 @@ def run_record(
     task_text: str | None = None,
     realtime: bool = False,
 ) -> int:
-    from std_msgs.msg import String
+    from std_msgs.msg import Bool, String
 
     from tether_ros import interface as itf
     from tether_ros.graph import GraphProcesses, graph_env, plan_graph
-    from tether_ros.recorder import RECORDER_STATUS
+    from tether_ros.recorder import RECORDER_READY, RECORDER_STATUS
     from tether_ros.supervisor import EpisodeSupervisor
 
     if teleop != SCRIPTED and teleop not in HUMAN_DEVICES:
@@ -92,10 +92,14 @@ def run_record(
         sup.node.create_subscription(
             String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
         )
-        sup.wait_ready()
-        sup.spin_until(
-            lambda: sup.node.count_publishers(RECORDER_STATUS) >= 1, 60.0, "the recorder"
+        ready: list[bool] = []
+        sup.node.create_subscription(
+            Bool, RECORDER_READY, lambda m: ready.append(m.data), itf.EVENT_QOS
         )
+        sup.wait_ready()
+        # the first episode starts once the recorder hears the robot and the expert (its
+        # subscriptions match after theirs: the episode's first frame would be lost)
+        sup.spin_until(lambda: any(ready), 60.0, "the recorder to hear the robot and the expert")
         while saved < episodes:
             if attempts >= 2 * episodes + 5:
                 raise TetherError(

@@ -77,12 +77,8 @@ _LOADED: set[str] = set()
 
 def _plugin_modules() -> list[str]:
     mods = list(BUILTIN_PLUGIN_MODULES)
-    try:
-        mods += [
-            ep.value.partition(":")[0] for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
-        ]
-    except Exception:  # pragma: no cover - a broken installed distribution
-        pass
+    eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    mods += [ep.value.partition(":")[0] for ep in eps]
     return mods
 
 

@@ -52,45 +52,46 @@ PLUGINS = {
         # the gymnasium view of any experiment's backend + task (tether.sim.make_env)
         "gym/any": Entry(None, "tether.sim.gym_env:make_env", {"protocol": "gymnasium.Env"}),
     },
-    # option ``expert``: the policy type of the task's scripted expert (`--teleop scripted`)
+    # options: ``expert``, the policy type of the task's scripted expert (`--teleop scripted`);
+    # ``task``, the sentence a recorded dataset gives the task's episodes (LeRobot's task)
     "task": {
         # arm tasks
         "reach": Entry(
             "tether.sim.tasks.config_tasks:ReachConfig",
             "tether.sim.tasks.reach:ReachTask",
-            {"expert": "scripted_expert"},
+            {"expert": "scripted_expert", "task": "reach the target"},
         ),
         "lift": Entry(
             "tether.sim.tasks.config_tasks:LiftConfig",
             "tether.sim.tasks.lift:LiftTask",
-            {"expert": "scripted_expert"},
+            {"expert": "scripted_expert", "task": "lift the cube"},
         ),
         # mobile-base tasks
         "go_to_goal": Entry(
             "tether.sim.tasks.config_base_tasks:GoToGoalConfig",
             "tether.sim.tasks.go_to_goal:GoToGoalTask",
-            {"expert": "base_expert"},
+            {"expert": "base_expert", "task": "drive to the goal"},
         ),
         "obstacle_course": Entry(
             "tether.sim.tasks.config_base_tasks:ObstacleCourseConfig",
             "tether.sim.tasks.obstacle_course:ObstacleCourseTask",
-            {"expert": "base_expert"},
+            {"expert": "base_expert", "task": "drive to the goal around the obstacles"},
         ),
         # drone tasks: tether.sim.tasks.quad_tasks, docs/quadrotor.md
         "hover": Entry(
             "tether.sim.tasks.config_quad_tasks:HoverConfig",
             "tether.sim.tasks.quad_tasks:HoverTask",
-            {"expert": "quad_pid"},
+            {"expert": "quad_pid", "task": "recover and hover at the target"},
         ),
         "waypoints": Entry(
             "tether.sim.tasks.config_quad_tasks:WaypointsConfig",
             "tether.sim.tasks.quad_tasks:WaypointsTask",
-            {"expert": "quad_pid"},
+            {"expert": "quad_pid", "task": "fly through the waypoints in order"},
         ),
         "figure_eight": Entry(
             "tether.sim.tasks.config_quad_tasks:FigureEightConfig",
             "tether.sim.tasks.quad_tasks:FigureEightTask",
-            {"expert": "quad_pid"},
+            {"expert": "quad_pid", "task": "fly a figure eight"},
         ),
     },
     "policy": {

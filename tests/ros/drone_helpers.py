@@ -15,7 +15,8 @@ def drone_cfg(
     start_z: float = 0.015, num_drones: int = 1, sim: str = "pybullet", **safety: Any
 ) -> ExperimentConfig:
     """Drones level at rest at height ``start_z`` (m; 0.015 = on the floor), 1 m apart along
-    y; task waypoints (the bridge ignores its score), takeoff to 0.6 m."""
+    y; takeoff to 0.6 m. The task (waypoints: (0, 0, 1), which the tests never hold) only
+    makes one long episode: it starts with the bridge and runs for 600 s of sim time."""
     return parse_experiment(
         {
             "name": "drone_test",

@@ -4,6 +4,7 @@ context; every wait spins until a condition holds or a deadline passes (sim time
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -19,10 +20,11 @@ from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from ros_helpers import ros_context, spin_until  # noqa: E402
-from sensor_msgs.msg import Imu, JointState  # noqa: E402
-from std_msgs.msg import Bool  # noqa: E402
+from sensor_msgs.msg import Image, Imu, JointState  # noqa: E402
+from std_msgs.msg import Bool, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
+from tether.core.config import load_config  # noqa: E402
 from tether_ros import conversions as conv  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
@@ -262,3 +264,102 @@ def test_two_drones_under_namespaces_are_commanded_independently():
         bridge.destroy_node()
         for p in (p0, p1):
             p.node.destroy_node()
+
+
+@pytest.mark.slow
+def test_drone_episodes_start_end_and_reset_like_every_sim_bridge(repo):
+    """episodes.autostart off: the world stands still (its state goes out) until
+    ~/start_episode; the end event at the time limit carries the task's verdict; the world
+    then holds until the next start, which resets it with the next seed. The camera runs at
+    its fps in sim time."""
+    cfg = load_config(
+        repo / "configs/experiments/quad_pid_hover.yaml",
+        [
+            "ros.rate_mode=lockstep",
+            "task.max_duration_s=0.5",
+            "episodes.autostart=false",
+            "episodes.auto_reset=false",
+        ],
+    )
+    with ros_context() as ctx:
+        ex, bridge = _graph(ctx, cfg)
+        probe = Probe(ctx, ex)
+        events: list[dict] = []
+        images: list[int] = []
+        probe.node.create_subscription(
+            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        probe.node.create_subscription(
+            Image,
+            itf.image_topic("front"),
+            lambda m: images.append(conv.from_time(m.header.stamp)),
+            itf.SENSOR_QOS,
+        )
+        fleet = bridge.io.fleet
+        assert spin_until(ex, lambda: len(probe.odom) >= 3, 20)  # ~10 Hz between episodes
+        assert fleet.steps == 0 and not events
+        start = probe.node.create_client(Trigger, "/sim_bridge/start_episode")
+        assert spin_until(ex, start.service_is_ready, 20)
+
+        def run_episode() -> dict:
+            n = len(events)
+            fut = start.call_async(Trigger.Request())
+            assert spin_until(ex, fut.done, 20) and fut.result().success
+            assert spin_until(ex, lambda: len(events) >= n + 2, 60), events
+            return events[n]
+
+        first_state = fleet.drones[0].state.copy()
+        begin = run_episode()
+        assert begin["event"] == "start" and (begin["episode"], begin["seed"]) == (0, 0)
+        assert begin["stamp_ns"] == 0
+        end = events[-1]
+        assert end["event"] == "end" and not end["stopped"]
+        assert end["steps"] == 50 and end["sim_time_s"] == pytest.approx(0.5)
+        assert isinstance(end["success"], bool) and np.isfinite(end["return"])
+        assert end["crashed"] is False
+        # the camera's frames: 30 fps in sim time over the episode's 0.5 s (the one at 0 s
+        # went out at the reset, before this probe was there)
+        assert spin_until(ex, lambda: max(images, default=0) >= 500_000_000, 5), images
+        stamps = sorted(set(images))
+        assert len(stamps) == 15 and stamps[0] <= 40_000_000, stamps
+        assert max(np.diff(stamps)) <= 40_000_000
+        # after the end the world holds its final state
+        steps = fleet.steps
+        spin_until(ex, lambda: fleet.steps != steps, 0.5)
+        assert fleet.steps == steps
+        again = run_episode()
+        assert (again["episode"], again["seed"]) == (1, 1)
+        assert not np.allclose(fleet.drones[0].state[:3], first_state[:3])  # another throw
+        bridge.destroy_node()
+        probe.node.destroy_node()
+
+
+@pytest.mark.slow
+def test_a_drone_on_the_floor_takes_off_within_an_episode_that_says_it_crashed(repo):
+    """The task counts the floor as a crash: the episode fails but is not cut short, so a
+    drone can take off from the floor (and land on it) during an episode."""
+    cfg = load_config(
+        repo / "configs/experiments/quad_pid_hover.yaml",
+        [
+            "sim.cameras=[]",
+            "task={type: waypoints, start: [0, 0, 0.015], waypoints: [[0, 0, 1]], "
+            "max_duration_s: 3.0}",
+            "drones.takeoff_height=0.6",
+            "episodes.auto_reset=false",
+        ],
+    )
+    with ros_context() as ctx:
+        ex, bridge = _graph(ctx, cfg)
+        probe = Probe(ctx, ex)
+        events: list[dict] = []
+        probe.node.create_subscription(
+            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        assert probe.call(itf.TAKEOFF).success
+        assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), 60), events
+        end = events[-1]
+        assert end["crashed"] is True and end["success"] is False
+        assert end["steps"] == 300 and end["sim_time_s"] == pytest.approx(3.0)
+        assert bridge.io.fleet.drones[0].state[2] > 0.4  # it flew
+        bridge.destroy_node()
+        probe.node.destroy_node()

@@ -21,6 +21,8 @@ NODES = (
     "teleop.py",
     "graph.py",
     "chunk_executor.py",
+    "recorder.py",
+    "supervisor.py",
 )
 KINDS = ("arm", "mobile_base", "quadcopter")
 

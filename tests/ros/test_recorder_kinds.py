@@ -6,6 +6,7 @@ length is the episode's sim time x fps, and whose actions are what the expert co
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.pybullet, pytest.mark.slow]
 
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
 from ros_helpers import ros_context, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
@@ -39,6 +41,8 @@ from tether_ros.recorder import RECORDER_STATUS, Recorder  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
 
 FPS = 30
+# a recorder driven by its own services only, not by the bridge's episode_status
+BY_HAND = [Parameter("follow_episodes", value=False)]
 
 
 @dataclass(frozen=True)
@@ -86,21 +90,6 @@ KINDS = {
 }
 
 
-# the kinds whose sim bridge runs episodes (~/start_episode, episode_status with the task's
-# verdict), which `tether record` needs; the drone bridge (tether_ros.kinds.quadcopter_sim)
-# has none yet: a strict xfail, so the day it has them this test says so (the CLI's waits
-# 90 s for the bridge to come up: not run until then)
-NO_DRONE_EPISODES = "the drone sim bridge has no episodes (start_episode, end events)"
-EPISODE_KINDS = [
-    "mobile_base",
-    pytest.param("quadcopter", marks=pytest.mark.xfail(strict=True, reason=NO_DRONE_EPISODES)),
-]
-CLI_KINDS = [
-    "mobile_base",
-    pytest.param("quadcopter", marks=pytest.mark.xfail(run=False, reason=NO_DRONE_EPISODES)),
-]
-
-
 class _Commands:
     """The commands the probe heard, split into episodes where the sim clock went back."""
 
@@ -131,7 +120,7 @@ def _check_features(r: LeRobotReader, spec: Any, extra: str) -> None:
     assert r.info["robot_type"] == spec.name and r.info["fps"] == FPS
 
 
-@pytest.mark.parametrize("kind", EPISODE_KINDS)
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_recorded_actions_are_what_the_expert_commanded(repo, tmp_path, kind):
     case = KINDS[kind]
     cfg = load_config(
@@ -206,7 +195,7 @@ def test_recorded_actions_are_what_the_expert_commanded(repo, tmp_path, kind):
     assert np.ptp(r.episode(0)["action"], axis=0).max() > 0
 
 
-@pytest.mark.parametrize("kind", CLI_KINDS)
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_tether_record_scripted_writes_a_dataset(repo, tmp_path, kind):
     case = KINDS[kind]
     out = tmp_path / "ds"
@@ -237,15 +226,18 @@ def test_tether_record_scripted_writes_a_dataset(repo, tmp_path, kind):
     _check_features(reader, spec, case.extra)
     for ep, (frames, _dropped, sim_s) in enumerate(saved):
         assert reader.episodes[ep]["length"] == int(frames)
-        assert abs(int(frames) - float(sim_s) * FPS) <= 2, r.stdout
+        # whole episodes: a frame at 0, 1/fps, ... up to the end (the recorder heard the
+        # robot and the expert before the first episode started: its first frame is there)
+        assert int(frames) == math.floor(float(sim_s) * FPS + 1e-6) + 1, r.stdout
     data = reader.episode(0)
     for cam in spec.cameras:  # the camera's frames were written with the rest
         assert len(data[f"observation.images.{cam.name}"]) == len(data["frame_index"])
 
 
 def test_a_drone_flight_recorded_by_hand_holds_the_commanded_rotor_speeds(repo, tmp_path):
-    """The recorder's own ~/start_episode and ~/stop_episode on the drone bridge's topics:
-    the hover PID's rotor commands are the dataset's actions, frame for frame."""
+    """The recorder's own ~/start_episode and ~/stop_episode on the drone bridge's topics (not
+    following the bridge's episodes): the hover PID's rotor commands are the dataset's
+    actions, frame for frame."""
     case = KINDS["quadcopter"]
     cfg = load_config(
         repo / "configs/experiments" / case.config,
@@ -254,7 +246,7 @@ def test_a_drone_flight_recorded_by_hand_holds_the_commanded_rotor_speeds(repo, 
     spec = robot_spec(cfg)
     commands = _Commands()
     with ros_context() as ctx:
-        rec = Recorder(cfg, output=str(tmp_path / "ds"), context=ctx)
+        rec = Recorder(cfg, output=str(tmp_path / "ds"), context=ctx, parameter_overrides=BY_HAND)
         nodes = [rec, SimBridge(cfg, context=ctx), PolicyServer(cfg, context=ctx)]
         probe = Node("probe", context=ctx)
         probe.create_subscription(
@@ -301,7 +293,7 @@ def test_two_drones_are_recorded_side_by_side(repo, tmp_path):
     spec = robot_spec(cfg)
     commands = {d: _Commands() for d in ("cf0", "cf1")}
     with ros_context() as ctx:
-        rec = Recorder(cfg, output=str(tmp_path / "ds"), context=ctx)
+        rec = Recorder(cfg, output=str(tmp_path / "ds"), context=ctx, parameter_overrides=BY_HAND)
         servers = [PolicyServer(one, namespace=d, context=ctx) for d in commands]
         nodes = [rec, SimBridge(cfg, context=ctx), *servers]
         probe = Node("probe", context=ctx)
@@ -333,7 +325,9 @@ def test_two_drones_are_recorded_side_by_side(repo, tmp_path):
     for i in range(len(data["frame_index"])):
         t = round((k0 + i) * 1e9 / FPS)
         for j, c in enumerate(commands.values()):
-            np.testing.assert_allclose(data["action"][i, 4 * j : 4 * j + 4], c.at(0, t))
+            np.testing.assert_allclose(
+                data["action"][i, 4 * j : 4 * j + 4], c.at(0, t), err_msg=f"frame {i} drone {j}"
+            )
     # each drone flies its own figure eight: the references differ
     env = data["observation.environment_state"]
     assert np.abs(env[:, 0:3] - env[:, 7:10]).max() > 0.1

@@ -30,7 +30,7 @@ from tether_ros import conversions as conv  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
 from tether_ros.kinds import mobile_base as base  # noqa: E402
 from tether_ros.kinds.streams import RECORDINGS, recording  # noqa: E402
-from tether_ros.recorder import Recorder, experiment_recording  # noqa: E402
+from tether_ros.recorder import Recorder, experiment_recording, task_sentence  # noqa: E402
 
 MS = 1_000_000
 CONFIGS = [
@@ -46,6 +46,20 @@ CONFIGS = [
 
 def _cfg(repo, name: str, *overrides: str):
     return load_config(repo / f"configs/experiments/{name}.yaml", list(overrides))
+
+
+def test_every_shipped_task_gives_its_episodes_a_sentence():
+    """The dataset's task string comes from the task's registry entry (option ``task``); a
+    task that gives none is named in words."""
+    from tether.core import registry
+    from tether.sim.plugins import PLUGINS
+
+    sentences = {name: task_sentence(name) for name in PLUGINS["task"]}
+    for name, sentence in sentences.items():
+        assert sentence == registry.entry("task", name).options["task"], name
+    assert sentences["lift"] == "lift the cube" and sentences["reach"] == "reach the target"
+    assert len(set(sentences.values())) == len(sentences)  # each its own
+    assert task_sentence("stack_three_blocks") == "stack three blocks"
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -13,12 +13,14 @@ is the ROS plumbing around it.
 Episodes follow the sim bridge's episode_status (start -> start; end -> save if it
 succeeded, else discard, unless keep_failures) and can be driven by hand with
 ~/start_episode, ~/stop_episode (save) and ~/discard_episode (std_srvs/Trigger). Publishes
-recorder_status (JSON), and with ``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header:
+recorder_status (JSON: saved, discarded), recorder_ready (std_msgs/Bool, latched: it has
+heard every stream an episode's end waits for, so an episode started now is whole), and with ``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header:
 topic, stamp) for each sensor message it took in, so a lockstep sim bridge never steps past
 what the recorder has. Each episode's task string is the ``task_text`` parameter (default:
-the task's sentence), or the latest std_msgs/String on ``instruction`` heard before the
-episode started. Saved episodes survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C
-drops the episode in progress and finalizes.
+the sentence of the task's registry entry, option ``task``, e.g. "lift the cube"), or the
+latest std_msgs/String on ``instruction`` heard before the episode started. Saved episodes
+survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode in progress and
+finalizes.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from typing import Any
 
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
-from std_msgs.msg import Header, String
+from std_msgs.msg import Bool, Header, String
 from std_srvs.srv import Trigger
 
+from tether.core import registry
 from tether.core.config import ExperimentConfig
 from tether.core.data.align import EpisodeAligner, assemble
 from tether.core.errors import InvalidCommand, TetherError
@@ -44,8 +47,12 @@ from tether_ros.kinds import experiment_io
 from tether_ros.kinds.streams import Recording, Stream
 from tether_ros.runtime import experiment_from_params, run_node
 
-TASK_TEXT = {"lift": "lift the cube", "reach": "reach the target"}
+# a task's registry option: the sentence its episodes get (LeRobot's per-episode task)
+TASK_OPTION = "task"
 RECORDER_STATUS = "recorder_status"
+# std_msgs/Bool, latched: true once the recorder has heard every stream an episode's end waits
+# for (the sensors and, in lockstep, the commands), so an episode started now is whole
+RECORDER_READY = "recorder_ready"
 INSTRUCTION = "instruction"  # std_msgs/String: the task sentence of the next episodes
 END_GRACE_S = 5.0  # longest wait for an ended episode's last observations (a lagging recorder)
 
@@ -65,8 +72,12 @@ def dataset_features(cfg: ExperimentConfig) -> dict[str, dict[str, Any]]:
 
 
 def task_sentence(task_type: str) -> str:
-    """The default task string of a task's episodes."""
-    return TASK_TEXT.get(task_type, task_type.replace("_", " "))
+    """The default task string of a task's episodes: the sentence its registry entry gives
+    (option ``task``), else its name in words."""
+    sentence = ""
+    if task_type in registry.available("task"):
+        sentence = registry.entry("task", task_type).options.get(TASK_OPTION, "")
+    return sentence or task_type.replace("_", " ")
 
 
 class Recorder(Node):
@@ -120,6 +131,8 @@ class Recorder(Node):
         self.create_timer(0.05, self._maybe_save)
 
         self.pub_status = self.create_publisher(String, RECORDER_STATUS, itf.EVENT_QOS)
+        self.pub_ready = self.create_publisher(Bool, RECORDER_READY, itf.EVENT_QOS)
+        self.ready = False
         self.pub_ack = (
             self.create_publisher(Header, itf.RECORDER_ACK, itf.COMMAND_QOS)
             if self.cfg.ros.wait_for_recorder and self.cfg.ros.rate_mode == "lockstep"
@@ -179,6 +192,10 @@ class Recorder(Node):
             if stamp is None:
                 return
         self._latest[stream.key] = value
+        if not self.ready and all(k in self._latest for k in self.aligner.end_keys):
+            self.ready = True  # (a subscription can match after the first messages went out)
+            self.pub_ready.publish(Bool(data=True))
+            self.get_logger().info("ready: heard every stream")
         for frame in self.aligner.push(stream.key, stamp, value):
             self._add(frame)
         if self.aligner.ending and stream.key in self.aligner.end_keys:

@@ -3,10 +3,10 @@
 The endpoints are those of the robot's kind (tether_ros.kinds): an arm's joint_states and
 joint_trajectory, a mobile base's odom / scan / base_pose / cmd_vel as well, each drone's
 odom / imu / cmd_vel / cmd_low_level and takeoff / land / emergency services. Every kind
-publishes /clock and the task's ``objects/<name>/pose``, subscribes ``estop``
-(std_msgs/Bool) and serves ``~/reset`` (std_srvs/Trigger); arms and bases add the cameras,
-``episode_status`` and the episode services (tether_ros.kinds.runner). Every command passes
-the kind's safety gate; a malformed one is logged, counted and dropped.
+publishes /clock, the task's ``objects/<name>/pose``, the cameras and ``episode_status``,
+subscribes ``estop`` (std_msgs/Bool) and serves ``~/reset``, ``~/start_episode`` and
+``~/stop_episode`` (std_srvs/Trigger; tether_ros.kinds.runner.EpisodeBridge). Every command
+passes the kind's safety gate; a malformed one is logged, counted and dropped.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from tether.core.errors import TetherError
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
 from tether_ros.graph import GraphProcesses
+from tether_ros.kinds import experiment_io
 
 DDS_ENV = ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID")
 
@@ -102,13 +103,16 @@ class EpisodeSupervisor:
     def wait_ready(self, timeout_s: float = 90.0) -> None:
         """Until the sim bridge serves start_episode and a policy server is connected."""
         self.spin_until(self.start.service_is_ready, timeout_s, "the sim bridge to come up")
+        # the kind's adapter says which topics show a policy server connected (an arm's
+        # joint_states / joint_trajectory, each drone's odom / cmd_low_level)
+        links = experiment_io(self.cfg).policy_topics(self.cfg)
         self.spin_until(
-            lambda: (
-                self.node.count_subscribers(itf.JOINT_STATES) >= 1
-                and self.node.count_publishers(itf.JOINT_TRAJECTORY) >= 1
+            lambda: all(
+                self.node.count_subscribers(state) >= 1 and self.node.count_publishers(cmd) >= 1
+                for state, cmd in links
             ),
             timeout_s,
-            "the policy server",
+            "the policy server" + ("s" if len(links) > 1 else ""),
         )
         if self.cfg.ros.chunked:
             self.spin_until(

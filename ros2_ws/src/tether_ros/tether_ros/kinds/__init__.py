@@ -18,7 +18,9 @@ quadcopter   per drone: odom, imu / cmd_vel, cmd_low_level;  cmd_low_level (the 
 
 Every kind also has /clock, ``estop`` (std_msgs/Bool, latched), ``objects/<name>/pose`` of
 the task's objects and the spec's cameras; the policy server and teleop assemble an
-Observation from the kind's state topics plus those (:mod:`tether_ros.kinds.inputs`).
+Observation from the kind's state topics plus those (:mod:`tether_ros.kinds.inputs`). Every
+simulated world runs in episodes the same way (:class:`tether_ros.kinds.runner.EpisodeBridge`:
+episode_status, ~/start_episode, ~/stop_episode, ~/reset, ros.wait_for_recorder).
 Topic names and QoS: tether_ros.interface.
 """
 
@@ -121,6 +123,11 @@ class KindIO(Protocol):
     def policy_servers(self, cfg: ExperimentConfig) -> list[tuple[str, list[str]]]:
         """The policy servers the graph runs: (namespace under ``ros.namespace``, overrides
         added to the experiment's) for each one."""
+
+    def policy_topics(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
+        """What shows that the policy servers are connected: for each, (a topic the bridge
+        publishes that the server subscribes, the topic the server answers on), relative to
+        ``ros.namespace``; a supervisor waits until each has a subscriber and a publisher."""
 
     def recording(self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]) -> Any:
         """What the recorder subscribes and how it forms the dataset (kinds.streams)."""

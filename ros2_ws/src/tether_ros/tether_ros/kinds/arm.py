@@ -58,8 +58,8 @@ class ArmTopics:
     ) -> None:
         self.names = spec.state_names
 
-    def publish(self, obs: Observation) -> None:
-        pass  # (joint_states is all an arm has: the bridge publishes it)
+    def publish(self, obs: Observation) -> tuple[str, ...]:
+        return ()  # (joint_states is all an arm has: the bridge publishes it)
 
     def joint_states(self, obs: Observation) -> JointState:
         return conv.joint_state_msg(obs.stamp_ns, self.names, obs["state"], obs.get("velocity"))
@@ -170,6 +170,9 @@ class ArmIO:
 
     def policy_servers(self, cfg: ExperimentConfig) -> list[tuple[str, list[str]]]:
         return [("", [])]
+
+    def policy_topics(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
+        return [(itf.JOINT_STATES, itf.JOINT_TRAJECTORY)]
 
     def recording(
         self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]

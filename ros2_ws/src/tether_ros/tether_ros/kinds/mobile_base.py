@@ -207,14 +207,19 @@ class BaseTopics:
     def joint_states(self, obs: Observation) -> JointState:
         return wheel_joint_state_msg(obs["state"], obs.stamp_ns, self.joints)
 
-    def publish(self, obs: Observation) -> None:
-        """Publish scan, base_pose, odom of one observation (joint_states: the caller)."""
+    def publish(self, obs: Observation) -> list[str]:
+        """Publish scan, base_pose, odom of one observation (joint_states: the caller);
+        returns the topics published."""
         stamp = obs.stamp_ns
+        published = [itf.ODOM]
         if SCAN in obs.data:
             self.pub_scan.publish(scan_msg(obs[SCAN], stamp, self.lidar))
+            published.append(SCAN)
         if BASE_POSE in obs.data:
             self.pub_pose.publish(conv.pose_msg(obs[BASE_POSE], stamp, WORLD_FRAME))
+            published.append(BASE_POSE)
         self.pub_odom.publish(base_odometry_msg(obs["state"][: len(ODOM_STATE)], stamp))
+        return published
 
 
 # --- policy side -------------------------------------------------------------------------
@@ -345,6 +350,9 @@ class MobileBaseIO:
 
     def policy_servers(self, cfg: ExperimentConfig) -> list[tuple[str, list[str]]]:
         return [("", [])]
+
+    def policy_topics(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
+        return [(itf.JOINT_STATES, itf.JOINT_TRAJECTORY)]
 
     def recording(
         self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]

@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 DRONE_ACTION_DIM = 4
 
 
+def drone_topic(drone: str, topic: str) -> str:
+    """A drone's relative topic or service name: ``cf0/odom``, or ``odom`` for a lone drone."""
+    return f"{drone}/{topic}" if drone else topic
+
+
 class OdometryInputs:
     """odom -> ``state`` (13,): position m, quaternion wxyz, linear velocity m/s world,
     angular velocity rad/s body."""
@@ -170,6 +175,13 @@ class QuadcopterIO:
         n = quad.num_drones if quad is not None else 1
         extra = ["sim.quadrotor.num_drones=1"] if n > 1 else []
         return [(drone, list(extra)) for drone in drone_names(n)]
+
+    def policy_topics(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
+        """Each simulated drone's odom and cmd_low_level (none for a real drone)."""
+        return [
+            (drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL))
+            for ns, _ in self.policy_servers(cfg)
+        ]
 
     def recording(
         self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]

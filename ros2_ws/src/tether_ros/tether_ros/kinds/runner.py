@@ -1,22 +1,29 @@
-"""The bridge of kinds whose world a SimRunner steps (arms, mobile bases): episodes, the
-e-stop, lockstep or realtime stepping, and the topics every such kind shares.
+"""The body every simulated world's bridge shares (:class:`EpisodeBridge`), and the bridge of
+kinds whose world a SimRunner steps (:class:`RunnerBridge`: arms, mobile bases).
 
-Publishes /clock, ``joint_states``, ``objects/<name>/pose``, ``camera/<name>/image_raw`` +
-``camera_info`` and ``episode_status`` (std_msgs/String, JSON); subscribes
-``joint_trajectory`` (stamped chunks) and ``estop``; services ``~/reset``,
-``~/start_episode``, ``~/stop_episode``, ``~/reset_estop`` (std_srvs/Trigger). Every command
-passes the SafetyFilter (inside SimRunner); a malformed one is logged, counted and dropped.
-The e-stop latches: a true on estop engages it, only ~/reset_estop releases it. The kind's
-own topics (an arm's joint_states, a base's odom / scan / cmd_vel) come from its
-:class:`RobotTopics`.
+Every sim bridge publishes /clock, ``camera/<name>/image_raw`` + ``camera_info`` (each camera
+at its fps in sim time) and ``episode_status`` (std_msgs/String, JSON: ``start`` with
+episode, seed, stamp_ns; ``end`` with the task's success, return, steps, sim_time_s, ...);
+serves ``~/reset``, ``~/start_episode``, ``~/stop_episode`` (std_srvs/Trigger); follows
+``episodes.autostart`` and ``episodes.auto_reset``; and with ``ros.wait_for_recorder`` (in
+lockstep) steps only once the recorder has acknowledged every message of the current
+observation it records (recorder_ack). Between episodes the world stands still and its state
+goes out at ~10 Hz, except after an episode ended (its final state stays the last one sent).
 
-tether_ros.kinds.runner_hardware runs the very same command path on a Robot.
+The runner bridge adds ``joint_states``, ``objects/<name>/pose``, ``joint_trajectory``
+(stamped chunks), ``estop`` and ``~/reset_estop``. Every command passes the SafetyFilter
+(inside SimRunner); a malformed one is logged, counted and dropped. The e-stop latches: a
+true on estop engages it, only ~/reset_estop releases it. The kind's own topics (an arm's
+joint_states, a base's odom / scan / cmd_vel) come from its :class:`RobotTopics`.
+
+tether_ros.kinds.runner_hardware runs the very same command path on a Robot; the drone
+fleet's bridge (tether_ros.kinds.quadcopter_sim) is an EpisodeBridge too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -30,7 +37,7 @@ from trajectory_msgs.msg import JointTrajectory
 from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand, StaleCommand
 from tether.core.protocols import SimBackend
-from tether.core.spec import RobotSpec
+from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.timing import now_ns
 from tether.core.types import Observation
 from tether.sim.runner import SimRunner
@@ -40,14 +47,299 @@ from tether_ros import interface as itf
 if TYPE_CHECKING:
     from rclpy.node import Node
 
-IDLE_PERIOD_S = 0.1
+IDLE_PERIOD_S = 0.1  # between episodes, the state goes out at this period (s)
+RESEND_S = 0.02  # lockstep: an observation not answered (or not recorded) after this goes again
+
+
+class EpisodeWorld(Protocol):
+    """A simulated world stepped in episodes: a SimRunner, or the drone fleet's FleetRunner."""
+
+    done: bool  # the episode is over (the task ended it, or it was ended)
+    success: bool  # the task's verdict so far
+
+    @property
+    def spec(self) -> RobotSpec:
+        """The simulated robot's spec (its cameras included)."""
+
+    @property
+    def task(self) -> Any:
+        """The task (``task.objects``: the names of its objects)."""
+
+    @property
+    def backend(self) -> SimBackend:
+        """The simulator (``render`` gives the cameras' images)."""
+
+    @property
+    def obs(self) -> Observation | None:
+        """The current observation (None before the first reset)."""
+
+    @property
+    def episode(self) -> int:
+        """Counts resets: the episode the current state belongs to."""
+
+    @property
+    def seed(self) -> int:
+        """The seed of the last reset."""
+
+    @property
+    def steps(self) -> int:
+        """Control steps since the last reset."""
+
+    def reset(self) -> Observation:
+        """Reset with seed ``episodes.seed + k`` for the k-th reset."""
+
+    def summary(self) -> dict[str, Any]:
+        """The episode's result: success, return, steps, sim_time_s, ..."""
+
+    def cameras_due(self) -> list[CameraSpec]:
+        """The cameras whose next frame (at their fps, in sim time) is due now."""
+
+
+def recorded_topics(
+    cfg: ExperimentConfig, spec: RobotSpec, objects: Iterable[str]
+) -> frozenset[str]:
+    """The sensor topics the recorder takes in (and acknowledges on recorder_ack) for this
+    experiment: its kind's recording, less the commands."""
+    from tether_ros.kinds import experiment_io
+
+    rec = experiment_io(cfg).recording(cfg, spec, tuple(objects))
+    return frozenset(s.topic for s in rec.streams if not s.command)
+
+
+class EpisodeBridge:
+    """Episodes, episode_status, /clock, the cameras and the recorder's acknowledgements of a
+    simulated ``world`` on ``node`` (module docstring). A subclass creates the kind's
+    endpoints, then calls :meth:`begin`; it provides :meth:`_publish_obs` and
+    :meth:`_advance` and steps the world from its own timers."""
+
+    def __init__(self, node: Node, cfg: ExperimentConfig, world: EpisodeWorld) -> None:
+        self.node = node
+        self.cfg = cfg
+        self.world = world
+        self.spec = world.spec
+        self.mode = cfg.ros.rate_mode
+        self.running = False
+        self.rejected = 0
+        self._status_seq = 0
+        self._wait_since: int | None = None  # wall time the current observation first went out
+        self._stamp: int | None = None
+        self._last_send: int = 0
+        # lockstep re-sends: the latest image and camera info of each camera (a re-sent
+        # observation must carry the images in force, or a policy that waits for a first
+        # image never answers and the sim never steps)
+        self._images: dict[str, tuple[Image, CameraInfo]] = {}
+        # ros.wait_for_recorder: the topics the recorder acknowledges, and the stamp last
+        # published and last acknowledged per topic (bookkeeping only when it counts)
+        self._wait_recorder = self.mode == "lockstep" and cfg.ros.wait_for_recorder
+        self._recorded_topics = (
+            recorded_topics(cfg, self.spec, world.task.objects)
+            if self._wait_recorder
+            else frozenset()
+        )
+        self._sent: dict[str, int] = {}
+        self._acked: dict[str, int] = {}
+        self._held = False  # answered, but the recorder has not taken the observation in yet
+
+        self.pub_clock = node.create_publisher(
+            Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.pub_status = node.create_publisher(
+            String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
+        )
+        self.pub_images = {
+            c.name: (
+                node.create_publisher(
+                    Image, itf.image_topic(c.name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
+                ),
+                node.create_publisher(
+                    CameraInfo,
+                    itf.camera_info_topic(c.name),
+                    itf.SENSOR_QOS,
+                    event_callbacks=itf.FAST_PUB,
+                ),
+            )
+            for c in self.spec.cameras
+        }
+        if self._wait_recorder:
+            node.create_subscription(
+                Header,
+                itf.RECORDER_ACK,
+                self._on_recorder_ack,
+                itf.COMMAND_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
+        node.create_service(Trigger, "~/reset", self._srv_reset)
+        node.create_service(Trigger, "~/start_episode", self._srv_start)
+        node.create_service(Trigger, "~/stop_episode", self._srv_stop)
+
+    def begin(self) -> None:
+        """Reset the world and, with ``episodes.autostart``, start the first episode (the
+        subclass calls it once its endpoints exist)."""
+        self._reset()
+        if self.cfg.episodes.autostart:
+            self._start()
+
+    # --- what a kind provides --------------------------------------------------------
+    def _publish_obs(self, resend: bool = False) -> None:
+        """Publish the current observation (``resend``: again, as it was)."""
+        raise NotImplementedError
+
+    def _advance(self) -> None:
+        """Lockstep: step if the current observation is answered and recorded."""
+        raise NotImplementedError
+
+    def _on_reset(self) -> None:
+        """The world was reset: forget per-episode command state."""
+
+    def _summary(self) -> dict[str, Any]:
+        """The end event's data."""
+        summary = self.world.summary()
+        summary["rejected"] = self.rejected
+        return summary
+
+    # --- episode control ---------------------------------------------------------------
+    def _reset(self) -> None:
+        self.world.reset()
+        self._images.clear()
+        self._sent.clear()
+        self._acked.clear()
+        self._held = False
+        self._wait_since = None
+        self.running = False
+        self._on_reset()
+        self._publish_obs()
+
+    def _start(self) -> None:
+        # an episode starts from a reset the world has not stepped from
+        if self.world.done or (not self.running and self.world.steps > 0):
+            self._reset()
+        self.running = True
+        obs = self.world.obs
+        assert obs is not None
+        self._emit(
+            "start",
+            {"episode": self.world.episode, "seed": self.world.seed, "stamp_ns": obs.stamp_ns},
+        )
+        self._publish_obs()
+
+    def _end(self, stopped: bool = False) -> None:
+        self.running = False
+        summary = self._summary()
+        summary["stopped"] = stopped
+        self._emit("end", summary)
+        self.world.done = True
+        if self.cfg.episodes.auto_reset and not stopped:
+            self._start()
+
+    def _emit(self, event: str, data: dict[str, Any]) -> None:
+        self._status_seq += 1
+        self.pub_status.publish(
+            String(data=json.dumps({"event": event, "seq": self._status_seq, **data}))
+        )
+
+    def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._reset()
+        resp.success, resp.message = (
+            True,
+            json.dumps({"episode": self.world.episode, "seed": self.world.seed}),
+        )
+        return resp
+
+    def _srv_start(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        self._start()
+        resp.success, resp.message = (
+            True,
+            json.dumps({"episode": self.world.episode, "seed": self.world.seed}),
+        )
+        return resp
+
+    def _srv_stop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        if not self.running:
+            resp.success, resp.message = False, "no episode is running"
+            return resp
+        self._end(stopped=True)
+        resp.success, resp.message = True, json.dumps({"success": self.world.success})
+        return resp
+
+    # --- stepping ----------------------------------------------------------------------
+    def _idle_publish(self) -> None:
+        """Between episodes, keep publishing the (unchanging) state at ~10 Hz, so late
+        subscribers (RViz, robot_state_publisher, a policy server) see the robot."""
+        # not after an episode ended: its final state would reach subscribers after the next
+        # episode's first one (topics are not ordered) and look like a jump ahead in time
+        if not self.world.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
+            self._publish_obs()
+
+    def _resend_due(self) -> bool:
+        return (now_ns() - self._last_send) * 1e-9 > RESEND_S
+
+    def _recorded(self) -> bool:
+        """Whether the recorder acknowledged every message of the current observation
+        (always true without ros.wait_for_recorder, and between episodes)."""
+        return (
+            not self._wait_recorder
+            or not self.running
+            or all(self._acked.get(topic) == stamp for topic, stamp in self._sent.items())
+        )
+
+    def _on_recorder_ack(self, msg: Header) -> None:
+        self._acked[msg.frame_id] = conv.from_time(msg.stamp)
+        if self.running and self.world.done:
+            self._end_when_recorded()
+        elif self._held:
+            self._advance()
+
+    def _end_when_recorded(self) -> None:
+        """The episode is over: end it once the recorder has its final observation (so the
+        recorder saves it complete)."""
+        if self._recorded():
+            self._end()
+
+    def _sent_out(self, topic: str, stamp: int) -> None:
+        """``topic`` went out with ``stamp``: with ros.wait_for_recorder, a step waits for
+        its acknowledgement if the recorder takes it in (call only when waiting counts)."""
+        if topic in self._recorded_topics:
+            self._sent[topic] = stamp
+
+    def _published(self, stamp: int) -> None:
+        """Bookkeeping after an observation of ``stamp`` went out (the wall time it first
+        did: what a lockstep timeout counts from)."""
+        self._last_send = now_ns()
+        if stamp != self._stamp or self._wait_since is None:
+            self._stamp, self._wait_since = stamp, self._last_send
+
+    def _publish_cameras(self, stamp: int, resend: bool) -> None:
+        """The cameras due now (``resend``: every camera's latest image again, as it was)."""
+        if resend:
+            for name in self._images:
+                self._publish_image(name)
+            return
+        for cam in self.world.cameras_due():
+            frame = f"{cam.name}_optical_frame"
+            self._images[cam.name] = (
+                conv.image_msg(self.world.backend.render(cam.name), stamp, frame),
+                conv.camera_info_msg(cam, stamp, frame),
+            )
+            self._publish_image(cam.name)
+
+    def _publish_image(self, camera: str) -> None:
+        img, info = self._images[camera]
+        img_pub, info_pub = self.pub_images[camera]
+        img_pub.publish(img)
+        info_pub.publish(info)
+        if self._wait_recorder:
+            self._sent_out(itf.image_topic(camera), conv.from_time(img.header.stamp))
+
+    def close(self) -> None:
+        self.world.backend.close()
 
 
 class RobotTopics(Protocol):
     """A kind's own endpoints on a runner bridge."""
 
-    def publish(self, obs: Observation) -> None:
-        """Publish the kind's streams of one observation, except joint_states."""
+    def publish(self, obs: Observation) -> Iterable[str]:
+        """Publish the kind's streams of one observation, except joint_states; returns the
+        topics it published."""
 
     def joint_states(self, obs: Observation) -> JointState:
         """The observation's joint_states (the bridge publishes it last: it completes an
@@ -68,7 +360,7 @@ TopicsFactory = Callable[
 ]
 
 
-class RunnerBridge:
+class RunnerBridge(EpisodeBridge):
     """ROS 2 endpoints around a SimRunner, on ``node``."""
 
     def __init__(
@@ -78,39 +370,15 @@ class RunnerBridge:
         backend: SimBackend | None,
         topics: TopicsFactory,
     ) -> None:
-        self.node = node
-        self.cfg = cfg
         self.runner = SimRunner(cfg, backend)
-        self.spec = self.runner.spec
+        super().__init__(node, cfg, self.runner)
         self.frame = "world"
-        self.mode = cfg.ros.rate_mode
-        self.running = False
-        self.rejected = 0
         self.old_timeline = 0  # chunks from before a reset, dropped quietly (see _on_trajectory)
-        self._wait_since: int | None = None  # wall time the current observation first went out
-        self._stamp: int | None = None
-        self._last_send: int = 0
         self._got_action = False
-        self._status_seq = 0
-        # lockstep re-sends: the latest image and camera info of each camera (a re-sent
-        # observation must carry the images in force, or a policy that waits for a first
-        # image never answers and the sim never steps)
-        self._images: dict[str, tuple[Image, CameraInfo]] = {}
-        # ros.wait_for_recorder: the stamp last published and last acknowledged per topic
-        self._wait_recorder = self.mode == "lockstep" and cfg.ros.wait_for_recorder
-        self._sent: dict[str, int] = {}
-        self._acked: dict[str, int] = {}
-        self._held = False  # answered, but the recorder has not taken the observation in yet
         self.topics = topics(node, cfg, self.spec, self._on_action, self._reject_action)
 
-        self.pub_clock = node.create_publisher(
-            Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
-        )
         self.pub_js = node.create_publisher(
             JointState, itf.JOINT_STATES, itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
-        )
-        self.pub_status = node.create_publisher(
-            String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
         )
         self.pub_objects = {
             name: node.create_publisher(
@@ -120,20 +388,6 @@ class RunnerBridge:
                 event_callbacks=itf.FAST_PUB,
             )
             for name in self.runner.task.objects
-        }
-        self.pub_images = {
-            c.name: (
-                node.create_publisher(
-                    Image, itf.image_topic(c.name), itf.SENSOR_QOS, event_callbacks=itf.FAST_PUB
-                ),
-                node.create_publisher(
-                    CameraInfo,
-                    itf.camera_info_topic(c.name),
-                    itf.SENSOR_QOS,
-                    event_callbacks=itf.FAST_PUB,
-                ),
-            )
-            for c in self.spec.cameras
         }
         node.create_subscription(
             JointTrajectory,
@@ -145,18 +399,7 @@ class RunnerBridge:
         node.create_subscription(
             Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS, event_callbacks=itf.FAST_SUB
         )
-        if self._wait_recorder:
-            node.create_subscription(
-                Header,
-                itf.RECORDER_ACK,
-                self._on_recorder_ack,
-                itf.COMMAND_QOS,
-                event_callbacks=itf.FAST_SUB,
-            )
-        node.create_service(Trigger, "~/reset", self._srv_reset)
         node.create_service(Trigger, "~/reset_estop", self._srv_reset_estop)
-        node.create_service(Trigger, "~/start_episode", self._srv_start)
-        node.create_service(Trigger, "~/stop_episode", self._srv_stop)
 
         if self.mode == "realtime":
             node.create_timer(self.spec.dt, self._tick)
@@ -164,81 +407,19 @@ class RunnerBridge:
             # lockstep housekeeping: re-send a lost observation, step on timeout
             node.create_timer(0.01, self._lockstep_watch)
 
-        self._reset()
-        if cfg.episodes.autostart:
-            self._start()
+        self.begin()
         node.get_logger().info(
             f"{self.spec.name} in {cfg.world.type} at {self.spec.control_hz:g} Hz "
             f"({self.mode}), task {cfg.task.type}"
         )
 
-    # --- episode control -------------------------------------------------------------
-    def _reset(self) -> None:
-        self.runner.reset()
-        self._images.clear()
-        self._sent.clear()
-        self._acked.clear()
-        self._held = False
-        self._wait_since = None
-        self.running = False
+    def _on_reset(self) -> None:
         self._got_action = False
-        self._publish_obs()
 
-    def _start(self) -> None:
-        if self.runner.done:
-            self._reset()
-        self.running = True
-        assert self.runner.obs is not None
-        self._emit(
-            "start",
-            {
-                "episode": self.runner.episode,
-                "seed": self.runner.seed,
-                "stamp_ns": self.runner.obs.stamp_ns,
-            },
-        )
-        self._publish_obs()
-
-    def _end(self, stopped: bool = False) -> None:
-        self.running = False
-        summary = self.runner.summary()
-        summary["rejected"] = self.rejected
+    def _summary(self) -> dict[str, Any]:
+        summary = super()._summary()
         summary["old_timeline"] = self.old_timeline
-        summary["stopped"] = stopped
-        self._emit("end", summary)
-        self.runner.done = True
-        if self.cfg.episodes.auto_reset and not stopped:
-            self._start()
-
-    def _emit(self, event: str, data: dict[str, Any]) -> None:
-        self._status_seq += 1
-        self.pub_status.publish(
-            String(data=json.dumps({"event": event, "seq": self._status_seq, **data}))
-        )
-
-    def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        self._reset()
-        resp.success, resp.message = (
-            True,
-            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
-        )
-        return resp
-
-    def _srv_start(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        self._start()
-        resp.success, resp.message = (
-            True,
-            json.dumps({"episode": self.runner.episode, "seed": self.runner.seed}),
-        )
-        return resp
-
-    def _srv_stop(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
-        if not self.running:
-            resp.success, resp.message = False, "no episode is running"
-            return resp
-        self._end(stopped=True)
-        resp.success, resp.message = True, json.dumps({"success": self.runner.success})
-        return resp
+        return summary
 
     # --- commands ----------------------------------------------------------------------
     def _on_estop(self, msg: Bool) -> None:
@@ -301,14 +482,6 @@ class RunnerBridge:
         else:
             self._idle_publish()
 
-    def _idle_publish(self) -> None:
-        """Between episodes, keep publishing the (unchanging) state at ~10 Hz, so late
-        subscribers (RViz, robot_state_publisher, a policy server) see the robot."""
-        # not after an episode ended: its final state would reach subscribers after the next
-        # episode's first one (topics are not ordered) and look like a jump ahead in time
-        if not self.runner.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
-            self._publish_obs()
-
     def _advance(self) -> None:
         """Lockstep: step once the current observation is answered and, with
         ros.wait_for_recorder, the recorder has taken it in (else its acknowledgement steps)."""
@@ -320,26 +493,6 @@ class RunnerBridge:
         if not self._held:
             self._step()
 
-    def _recorded(self) -> bool:
-        """Whether the recorder acknowledged every message of the current observation
-        (always true without ros.wait_for_recorder)."""
-        return not self._wait_recorder or all(
-            self._acked.get(topic) == stamp for topic, stamp in self._sent.items()
-        )
-
-    def _on_recorder_ack(self, msg: Header) -> None:
-        self._acked[msg.frame_id] = conv.from_time(msg.stamp)
-        if self.running and self.runner.done:
-            self._end_when_recorded()
-        elif self._held:
-            self._advance()
-
-    def _end_when_recorded(self) -> None:
-        """The episode is over: end it once the recorder has its final observation (so the
-        recorder saves it complete)."""
-        if self._recorded():
-            self._end()
-
     def _lockstep_watch(self) -> None:
         if not self.running:
             self._idle_publish()
@@ -349,12 +502,12 @@ class RunnerBridge:
         waited_s = (now_ns() - self._wait_since) * 1e-9
         if self.runner.done:  # waiting for the recorder to take in the final observation
             self._end_when_recorded()
-            if self.running and (now_ns() - self._last_send) * 1e-9 > 0.02:
+            if self.running and self._resend_due():
                 self._publish_obs(resend=True)
             return
         if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s and self._recorded():
             self._step()  # the policy went quiet: the watchdog in the safety filter holds
-        elif (now_ns() - self._last_send) * 1e-9 > 0.02:
+        elif self._resend_due():
             # sensor QoS is best effort: re-send a possibly lost observation, images included
             self._publish_obs(resend=True)
             if self._held and waited_s > 5.0:
@@ -380,40 +533,21 @@ class RunnerBridge:
         assert obs is not None
         stamp = obs.stamp_ns
         env = obs.get("env_state")
+        wait = self._wait_recorder  # bookkeeping for the recorder's acks, only when it counts
         for i, (name, pub) in enumerate(self.pub_objects.items()):
             pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
-            if self._wait_recorder:  # bookkeeping for the recorder's acks, only when it counts
-                self._sent[itf.object_pose_topic(name)] = stamp
-        if not resend:
-            for cam in self.runner.cameras_due():
-                frame = f"{cam.name}_optical_frame"
-                self._images[cam.name] = (
-                    conv.image_msg(self.runner.backend.render(cam.name), stamp, frame),
-                    conv.camera_info_msg(cam, stamp, frame),
-                )
-                self._publish_image(cam.name)
-        else:
-            for name in self._images:
-                self._publish_image(name)
-        self.topics.publish(obs)
+            if wait:
+                self._sent_out(itf.object_pose_topic(name), stamp)
+        self._publish_cameras(stamp, resend)
+        published = self.topics.publish(obs)
+        if wait:
+            for topic in published:
+                self._sent_out(topic, stamp)
         js = self.topics.joint_states(obs)
-        self._last_send = now_ns()
-        if stamp != self._stamp or self._wait_since is None:
-            self._stamp, self._wait_since = stamp, self._last_send
+        self._published(stamp)
         if self.running:
             self.runner.latency.mark(stamp, self._last_send)
-        if self._wait_recorder:
-            self._sent[itf.JOINT_STATES] = stamp
+        if wait:
+            self._sent_out(itf.JOINT_STATES, stamp)
         self.pub_js.publish(js)
         self.pub_clock.publish(conv.clock_msg(stamp))
-
-    def _publish_image(self, camera: str) -> None:
-        img, info = self._images[camera]
-        img_pub, info_pub = self.pub_images[camera]
-        img_pub.publish(img)
-        info_pub.publish(info)
-        if self._wait_recorder:
-            self._sent[itf.image_topic(camera)] = conv.from_time(img.header.stamp)
-
-    def close(self) -> None:
-        self.runner.backend.close()
