@@ -88,9 +88,17 @@ def test_fuzzed_joint_trajectories_never_reach_the_arm_unsafely(repo):
         assert {"future", "out-of-order"} <= set(safety.stats.reasons)
 
         # still up: a good command goes through
-        target = bridge.io.runner.measured(bridge.io.runner.obs).copy()
-        # 0.01 rad towards the middle of joint 1's range (-2.8973..2.8973): the fuzz may have
-        # left the arm at a limit, where a step outwards would be clamped and never arrive
+        # a fuzzed stamp a little ahead of now (within the future tolerance) may be the last
+        # one accepted: a command stamped now would be out of order until time passes it
+        runner = bridge.io.runner
+        assert spin_until(
+            ex, lambda: runner.chunk is None or runner.obs.stamp_ns >= runner.chunk.t0_ns
+        )
+        # from the filter's last output (where the rate limiter starts; the measured position
+        # may lag it by more than the chunk's second can cover), 0.01 rad towards the middle
+        # of joint 1's range (-2.8973..2.8973): the fuzz may have left the arm at a limit,
+        # where a step outwards would be clamped and never arrive
+        target = np.asarray(spy.steps[-1].action, dtype=np.float32).copy()
         target[0] += 0.01 if target[0] <= 0 else -0.01
         chunk = ActionChunk(
             np.repeat(target[None], 100, 0), bridge.spec.dt, bridge.io.runner.obs.stamp_ns
