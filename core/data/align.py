@@ -11,6 +11,10 @@ wraps it with what episodes need, because topics are not ordered with each other
 - within an episode a stream joins only once it shows the new episode's clock (a late
   message of the previous episode is not the first value of this one), and a stamp far
   ahead of a stream's clock is such a late message too;
+- an unstamped command (a Twist; a drone's cmd_low_level stamped 0) is in force from the
+  robot's latest time (the clock stream's latest stamp), except in lockstep for the first
+  command of an episode: the world waits for each answer, so it answers the episode's first
+  observation (its start), even when the recorder hears it after later observations;
 - an episode's end event can overtake its last observations: the episode is saved once the
   streams that speak at every step (the *clock stream*, the one the robot publishes last in
   each observation, and whichever else the caller names: the other sensors; in lockstep
@@ -84,6 +88,8 @@ class EpisodeAligner:
     ``end_keys``: the streams an ended episode waits for (default: the clock stream).
     ``max_age_s``: per-key limit on a value's age in a frame (FrameSampler; default 2
     frames).
+    ``lockstep``: the robot steps only once each observation is answered (a sim in
+    lockstep), so an episode's first unstamped command is in force from its start.
     """
 
     def __init__(
@@ -93,6 +99,7 @@ class EpisodeAligner:
         clock_key: str,
         max_age_s: dict[str, float] | None = None,
         end_keys: tuple[str, ...] | None = None,
+        lockstep: bool = False,
     ) -> None:
         for k in (clock_key, *(end_keys or ())):
             if k not in keys:
@@ -100,12 +107,14 @@ class EpisodeAligner:
         self.sampler = FrameSampler(tuple(keys), fps, max_age_s)
         self.clock_key = clock_key
         self.end_keys = tuple(end_keys or (clock_key,))
+        self.lockstep = lockstep
         self.recording = False
         self.frames = 0  # frames emitted in the current episode
         # latest stamp of the clock stream (in the episode: accepted into it)
         self.clock_ns: int | None = None
         self._idle: deque[tuple[str, int, Any]] = deque(maxlen=IDLE_CAPACITY)
         self._armed: set[str] = set()
+        self._start_ns: int | None = None  # the episode's start stamp (None: started by hand)
         self._arm_until: int | None = None
         self._last_clock: int | None = None  # the episode's latest clock stamp
         self._last_stamp: dict[str, int] = {}  # latest accepted stamp per stream
@@ -126,9 +135,14 @@ class EpisodeAligner:
         return self._end is not None
 
     # --- streams ---------------------------------------------------------------------
-    def push(self, key: str, stamp_ns: int, value: Any) -> list[dict[str, Any]]:
-        """Add one message; return the frames it completed, oldest first (none between
-        episodes: the message is kept for the next start)."""
+    def push(self, key: str, stamp_ns: int | None, value: Any) -> list[dict[str, Any]]:
+        """Add one message (``stamp_ns`` None: unstamped, see the module docstring); return
+        the frames it completed, oldest first (none between episodes: the message is kept
+        for the next start)."""
+        if stamp_ns is None:
+            stamp_ns = self._unstamped(key)
+            if stamp_ns is None:
+                return []  # no robot time yet
         if self.recording and key not in self._armed:
             # a message of the previous episode can still arrive after this one started;
             # a stream joins once it shows the new episode's clock
@@ -150,6 +164,18 @@ class EpisodeAligner:
         self.frames += len(frames)
         return frames
 
+    def _unstamped(self, key: str) -> int | None:
+        """The stamp of an unstamped message of ``key``: the robot's latest time, or in
+        lockstep the episode's start for the stream's first message in the episode, heard
+        within the join window (it answers the first observation, which the recorder may
+        have heard after later ones)."""
+        start, clock = self._start_ns, self._last_clock
+        first = self.lockstep and self.recording and key not in self._last_stamp
+        # (clock None: no observation of this episode yet, the latest is the last episode's)
+        if first and start is not None and (clock is None or clock <= start + JOIN_WINDOW_NS):
+            return start
+        return self.clock_ns
+
     def _keep_idle(self, key: str, stamp_ns: int, value: Any) -> None:
         if any(k == key and t > stamp_ns for k, t, _ in self._idle):
             # this stream's clock went back: its newer messages are the last episode's. Only
@@ -169,6 +195,7 @@ class EpisodeAligner:
         self._end = None
         self._last_clock = None
         self._last_stamp = {}
+        self._start_ns = start_ns
         # with a known start time, streams join at their first message within a window of it
         self._arm_until = None if start_ns is None else start_ns + JOIN_WINDOW_NS
         self._armed = set(self.keys) if start_ns is None else set()

@@ -239,3 +239,56 @@ def test_the_end_stamp_is_matched_to_its_rounding():
 def test_end_streams_must_be_streams():
     with pytest.raises(ValueError, match="'b' is not one of"):
         EpisodeAligner(("a",), fps=10, clock_key="a", end_keys=("a", "b"))
+
+
+def _answers(al: EpisodeAligner, t0_ms: int, t1_ms: int) -> list[dict]:
+    """Lockstep at 100 Hz: state k, then (the recorder hearing it one step late) the answer
+    to state k - 1, unstamped (a drone's cmd_low_level stamped 0, a Twist)."""
+    out = []
+    for t in range(t0_ms, t1_ms + 1, 10):
+        out += al.push("state", t * MS, f"s{t}")
+        if t > t0_ms:
+            out += al.push("action", None, f"a{t - 10}")
+    return out
+
+
+def test_a_lockstep_episodes_first_unstamped_answer_is_in_force_from_its_start():
+    """The answer to an episode's first observation can reach the recorder after the next
+    observation (the sim stepped on it): it is the action of the first frame, not lost."""
+    al = _aligner(lockstep=True)
+    al.start(0)
+    frames = _answers(al, 0, 210)
+    assert [(f["stamp_ns"] // MS, f["action"]) for f in frames] == [
+        (0, "a0"),
+        (100, "a90"),  # later answers: in force from the robot's latest time, as before
+        (200, "a190"),
+    ]
+
+
+def test_a_lockstep_answer_heard_before_the_new_episodes_clock_is_at_its_start():
+    """An answer to the first observation heard before the recorder hears any observation
+    of the episode (its clock is still the last episode's end) is in force from the start."""
+    al = _aligner(lockstep=True)
+    _run(al, 3900, 4000)  # the last episode's end
+    al.start(0)
+    assert al.push("action", None, "a0") == []
+    frames = _answers(al, 0, 110)
+    assert [(f["stamp_ns"] // MS, f["action"]) for f in frames] == [(0, "a0"), (100, "a90")]
+
+
+def test_a_first_unstamped_command_past_the_join_window_is_not_taken_back_to_the_start():
+    al = _aligner(lockstep=True)
+    al.start(0)
+    for t in range(0, 610, 10):  # no command for 0.6 s (a lockstep timeout)
+        al.push("state", t * MS, f"s{t}")
+    # not the answer to the first observation: it does not join (as a stamped one would not)
+    assert al.push("action", None, "late") == []
+    assert al.finish() == [] and al.frames == 0
+
+
+def test_without_lockstep_an_unstamped_command_is_in_force_from_the_robots_latest_time():
+    al = _aligner()
+    al.start(0)
+    frames = _answers(al, 0, 210)  # the first command is heard at 10 ms: no frame at 0
+    assert [(f["stamp_ns"] // MS, f["action"]) for f in frames] == [(100, "a90"), (200, "a190")]
+    assert _aligner().push("action", None, "x") == []  # no robot time yet to give it

@@ -126,6 +126,8 @@ class Recorder(Node):
             self.recording_spec.clock_key,
             ages,
             end_keys=tuple(dict.fromkeys(ends)),
+            # the aligner stamps unstamped commands (a Twist, a drone's cmd_low_level at 0)
+            lockstep=lockstep,
         )
         self._latest: dict[str, Any] = {}  # latest value per stream (decoders may read them)
         self.create_timer(0.05, self._maybe_save)
@@ -187,10 +189,8 @@ class Recorder(Node):
             stamp, value = stream.decode(msg, self._latest)
         except InvalidCommand:
             return  # malformed, or not a command of this dataset: the robot did not do it
-        if stamp is None:  # unstamped (a Twist): in force from the robot's latest time
-            stamp = self.aligner.clock_ns
-            if stamp is None:
-                return
+        if stamp is None and self.aligner.clock_ns is None:
+            return  # unstamped (a Twist) before the robot's first message: no time to give it
         self._latest[stream.key] = value
         if not self.ready and all(k in self._latest for k in self.aligner.end_keys):
             self.ready = True  # (a subscription can match after the first messages went out)

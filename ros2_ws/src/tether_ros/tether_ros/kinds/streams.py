@@ -18,8 +18,10 @@ body rates rad/s, body frame, per drone). Every kind also records the task's obj
 ``<drone>/objects/target/pose``) and every camera of the spec (``camera/<name>/image_raw``).
 State names are the spec's ``state_names``, action names ``spec.action.names``. A decoder
 turns a message into (stamp ns, value) and raises InvalidCommand on a malformed one; a
-stamp of None means the message is unstamped (a Twist): the recorder stamps it with the
-robot's latest time (the clock stream's).
+stamp of None means the message is unstamped (a Twist; a cmd_low_level stamped 0, which in sim
+time is also the first observation's stamp): the recorder stamps it with the robot's latest
+time (the clock stream's), in lockstep an episode's first one with the episode's start
+(tether.core.data.align).
 """
 
 from __future__ import annotations
