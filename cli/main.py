@@ -1,5 +1,5 @@
-"""The `tether` command line: up, demo, record, dataset, replay, train, eval, export, check,
-list (alias plugins).
+"""The `tether` command line: up, demo, record, dataset, replay, train, finetune, eval, export,
+check, list (alias plugins).
 
 Errors a user can cause print one line (``error: ...``) and exit with code 2.
 """
@@ -109,6 +109,16 @@ def _parser() -> argparse.ArgumentParser:
         "--out", default=None, help="checkpoint folder (default runs/train-<name>-<time>)"
     )
     tr.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+
+    ft = sub.add_parser(
+        "finetune", help="RL fine-tuning of the experiment's policy (its finetune: section)"
+    )
+    ft.add_argument("experiment", help="experiment YAML with a finetune: section")
+    ft.add_argument("overrides", nargs="*", help="dotted overrides, e.g. finetune.n_envs=4")
+    ft.add_argument(
+        "--out", default=None, help="checkpoint folder (default runs/finetune-<name>-<time>)"
+    )
+    ft.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
 
     ev = sub.add_parser("eval", help="run a checkpoint closed-loop over seeded episodes")
     ev.add_argument(
@@ -243,6 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tether.cli.train import run_train
 
             return run_train(args.experiment, args.overrides, args.out, args.resume)
+        if args.cmd == "finetune":
+            from tether.cli.finetune import run_finetune
+
+            return run_finetune(args.experiment, args.overrides, args.out, args.resume)
         if args.cmd == "eval":
             from pathlib import Path
 

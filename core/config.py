@@ -148,6 +148,9 @@ class ExperimentConfig(BaseModel):
     drones: DronesConfig = Field(default_factory=DronesConfig)
     # how `tether train` trains this experiment's policy (type: a registered trainer)
     train: ComponentConfig | None = None
+    # how `tether finetune` fine-tunes the policy with RL (type: a registered trainer, e.g.
+    # residual: a per-step residual on the frozen policy, docs/residual_rl.md)
+    finetune: ComponentConfig | None = None
 
     @model_validator(mode="after")
     def _one_world(self) -> ExperimentConfig:
@@ -161,9 +164,15 @@ class ExperimentConfig(BaseModel):
         return self.sim if self.sim is not None else self.hardware
 
 
-TYPED_SECTIONS = ("sim", "task", "policy", "train")
+TYPED_SECTIONS = ("sim", "task", "policy", "train", "finetune")
 # registry kind of each typed section
-SECTION_KIND = {"sim": "sim", "task": "task", "policy": "policy", "train": "trainer"}
+SECTION_KIND = {
+    "sim": "sim",
+    "task": "task",
+    "policy": "policy",
+    "train": "trainer",
+    "finetune": "trainer",
+}
 
 
 # where a field of a composed experiment was written: its key path -> a file of the chain or

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tether.core import registry
 from tether.core.config import ExperimentConfig
-from tether.core.robot import RobotDescription
+from tether.core.robot import ArmDescription, RobotDescription
+from tether.core.safety import ForwardKinematics
 from tether.core.spec import RobotSpec
 
 
@@ -39,3 +42,16 @@ def max_episode_steps(cfg: ExperimentConfig) -> int:
     """Episode length limit in control steps (task.max_duration_s at sim.control_hz)."""
     duration = float(getattr(cfg.task, "max_duration_s", 10.0))
     return max(1, round(duration * cfg.world.control_hz))
+
+
+def workspace_fk(spec: RobotSpec) -> ForwardKinematics | None:
+    """End-effector position (3,) m, robot base frame, of a joint-position action, for the
+    safety filter's workspace box: the TCP of the robot's kinematic chain (every arm's
+    description has one); None for a robot without a chain or another action mode."""
+    if spec.action.mode != "joint_position" or spec.name not in registry.available("robot"):
+        return None
+    desc = registry.load("robot", spec.name)
+    if not isinstance(desc, ArmDescription):
+        return None
+    kin, n = desc.kinematics, desc.dof
+    return lambda a: kin.fk(np.asarray(a, np.float64)[:n])[0]

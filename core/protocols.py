@@ -3,9 +3,10 @@ float32 arrays, quaternions as (w, x, y, z)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tether.core.spec import RobotSpec
 from tether.core.types import ActionChunk, Observation, StepResult
@@ -58,8 +59,61 @@ class SimBackend(Protocol):
     def close(self) -> None: ...
 
 
+class BodyShape(BaseModel):
+    """One shape of a task body (collision and visual), placed in the body's frame.
+
+    ``size`` follows MuJoCo's geom ``size``, which PyBullet's shapes take too: a box's
+    half-extents (x, y, z), a cylinder's (radius, half-length along z), a sphere's
+    (radius,). Metres.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shape: Literal["box", "cylinder", "sphere"]
+    size: tuple[float, ...]
+    # the shape's centre in the body frame (m); its axes are the body's
+    pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @model_validator(mode="after")
+    def _size_fits_shape(self) -> BodyShape:
+        n = {"box": 3, "cylinder": 2, "sphere": 1}[self.shape]
+        if len(self.size) != n or min(self.size) <= 0:
+            raise ValueError(f"a {self.shape} needs {n} positive size values, got {self.size}")
+        return self
+
+
+class TaskBody(BaseModel):
+    """A body a task needs in the scene (a peg, a fixture), which every arm backend creates
+    when the robot's scene lacks it, so no robot's scene file names it.
+
+    mass > 0: a free body (MuJoCo: a free joint; PyBullet: a dynamic body) whose mass is
+    spread over its shapes by volume; mass 0: fixed to the world, moved only by
+    ``SimBackend.set_body_pose`` (MuJoCo: a mocap body; PyBullet: a static body).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    shapes: tuple[BodyShape, ...] = Field(min_length=1)
+    # kg; 0 = fixed to the world
+    mass: float = Field(0.0, ge=0)
+    rgba: tuple[float, float, float, float] = (0.5, 0.5, 0.5, 1.0)
+    # contact friction as MuJoCo's geom ``friction``: lateral (Coulomb), torsional (N m per
+    # N), rolling
+    friction: tuple[float, float, float] = (1.0, 0.005, 0.0001)
+    # false: visual only (a marker), no contacts
+    collide: bool = True
+    # world position (m) before the task's reset moves it
+    pos: tuple[float, float, float] = (0.5, 0.0, 0.0)
+
+
 class Task(Protocol):
-    """Reward, success and reset distribution of a task; reads state through a SimBackend."""
+    """Reward, success and reset distribution of a task; reads state through a SimBackend.
+
+    A task may also have ``bodies: tuple[TaskBody, ...]``: bodies it needs that a robot's
+    scene need not contain (arm backends create them; see TaskBody). ``objects`` may name
+    them.
+    """
 
     name: str
     # bodies whose poses form Observation["env_state"] (position + wxyz quaternion each)

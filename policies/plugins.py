@@ -14,6 +14,11 @@ PLUGINS = {
             "tether.policies.diffusion.config:DiffusionPolicyConfig",
             "tether.policies.diffusion.policy:DiffusionPolicy",
         ),
+        # an exported base + residual folder (tether-residual/1), onnxruntime only
+        "residual_onnx": Entry(
+            "tether.policies.residual.config:ResidualOnnxConfig",
+            "tether.policies.residual.serve:ResidualOnnxPolicy",
+        ),
     },
     "trainer": {
         "diffusion": Entry(
@@ -23,6 +28,11 @@ PLUGINS = {
         "quad_hover": Entry(
             "tether.policies.quad.config_quad:QuadHoverTrainConfig",
             "tether.policies.quad.trainer:QuadHoverTrainer",
+        ),
+        # the ``finetune:`` section: a per-step residual RL policy on a frozen base
+        "residual": Entry(
+            "tether.policies.residual.config:FinetuneConfig",
+            "tether.policies.residual.trainer:ResidualTrainer",
         ),
     },
 }

@@ -35,3 +35,9 @@ class TableSimConfig(ComponentConfig):
     reset_noise: float = Field(0.02, ge=0, le=0.5)
     # false: open the simulator's own window (needs a display); true: offscreen only
     headless: bool = True
+    # arms: drive a parallel gripper's fingers as one mechanism, as the Franka Hand's and
+    # the Robotiq 2F-85's are (MuJoCo: a joint equality; PyBullet: a gear constraint).
+    # Off, each finger has its own servo: PyBullet's force-limited motors then let a
+    # grasped object slide sideways with both fingers, too loose for peg-in-hole
+    # (docs/insert.md). Off by default so the recorded reach/lift physics stay as they were
+    coupled_fingers: bool = False

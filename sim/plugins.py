@@ -66,6 +66,12 @@ PLUGINS = {
             "tether.sim.tasks.lift:LiftTask",
             {"expert": "scripted_expert", "task": "lift the cube"},
         ),
+        # peg-in-hole: a precision task (docs/insert.md)
+        "insert": Entry(
+            "tether.sim.tasks.config_tasks:InsertConfig",
+            "tether.sim.tasks.insert:InsertTask",
+            {"expert": "insert_expert", "task": "insert the peg into the hole"},
+        ),
         # mobile-base tasks
         "go_to_goal": Entry(
             "tether.sim.tasks.config_base_tasks:GoToGoalConfig",
@@ -98,6 +104,10 @@ PLUGINS = {
         "scripted_expert": Entry(
             "tether.sim.experts.config_expert:ScriptedExpertConfig",
             "tether.sim.experts.expert:ScriptedExpert",
+        ),
+        "insert_expert": Entry(
+            "tether.sim.experts.config_expert:InsertExpertConfig",
+            "tether.sim.experts.insert_expert:InsertExpert",
         ),
         "base_expert": Entry(
             "tether.sim.experts.config_base_expert:BaseExpertConfig",

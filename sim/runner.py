@@ -13,29 +13,15 @@ import numpy as np
 from tether.core import registry
 from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand, StaleCommand
-from tether.core.experiment import build_task, max_episode_steps
+from tether.core.experiment import build_task, max_episode_steps, workspace_fk
 from tether.core.protocols import SimBackend
-from tether.core.robot import ArmDescription
-from tether.core.safety import ForwardKinematics, SafetyFilter
-from tether.core.spec import CameraSpec, RobotSpec
+from tether.core.safety import SafetyFilter
+from tether.core.spec import CameraSpec
 from tether.core.timing import LatencyTracker, now_ns
 from tether.core.types import ActionChunk, Observation, StepResult
 
 # state layout of a mobile base whose geofence the safety filter checks (husky_spec)
 ODOM_POSE = ("odom_x", "odom_y", "odom_yaw")
-
-
-def workspace_fk(spec: RobotSpec) -> ForwardKinematics | None:
-    """End-effector position (3,) m, robot base frame, of a joint-position action, for the
-    safety filter's workspace box: the TCP of the robot's kinematic chain (every arm's
-    description has one); None for a robot without a chain or another action mode."""
-    if spec.action.mode != "joint_position" or spec.name not in registry.available("robot"):
-        return None
-    desc = registry.load("robot", spec.name)
-    if not isinstance(desc, ArmDescription):
-        return None
-    kin, n = desc.kinematics, desc.dof
-    return lambda a: kin.fk(np.asarray(a, np.float64)[:n])[0]
 
 
 class SimRunner:

@@ -6,11 +6,19 @@ the table's far edge). Metres, kilograms; quaternions wxyz. PyBullet builds this
 these numbers; a MuJoCo arm's scene file (``robots/<name>/assets/scene.xml``) states them in
 MJCF, and tests/sim/test_scene.py checks every registered arm's file against them.
 
+Bodies a newer task needs (a peg, a hole fixture) are not in any scene file: the task declares
+them (``task.bodies``, tether.core.protocols.TaskBody) and every arm backend creates them
+(:func:`task_bodies`).
+
 Light: no simulator import.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from tether.core.errors import ConfigError
+from tether.core.protocols import TaskBody
 from tether.core.robot import PybulletCamera
 
 Vec3 = tuple[float, float, float]
@@ -63,3 +71,30 @@ def friction_kwargs(friction: Vec3) -> dict[str, float]:
     """A friction triple as PyBullet's ``changeDynamics`` keywords."""
     lateral, spinning, rolling = friction
     return {"lateralFriction": lateral, "spinningFriction": spinning, "rollingFriction": rolling}
+
+
+def task_bodies(task: Any) -> dict[str, TaskBody]:
+    """The bodies ``task`` declares (its optional ``bodies``), by name; ConfigError when the
+    task observes an object that is neither declared nor one of the scene's TASK_BODIES."""
+    if task is None:
+        return {}
+    declared = {b.name: b for b in getattr(task, "bodies", ())}
+    unknown = [o for o in task.objects if o not in TASK_BODIES and o not in declared]
+    if unknown:
+        raise ConfigError(
+            f"task '{task.name}' observes object(s) {unknown} that the scene lacks and the task "
+            f"does not declare (scene: {', '.join(TASK_BODIES)}; declared: "
+            f"{', '.join(declared) or 'none'})"
+        )
+    return declared
+
+
+def shape_volume(shape: str, size: tuple[float, ...]) -> float:
+    """Volume (m^3) of a BodyShape (size as MuJoCo's: half-extents, radius + half-length)."""
+    import math
+
+    if shape == "box":
+        return 8.0 * size[0] * size[1] * size[2]
+    if shape == "cylinder":
+        return math.pi * size[0] ** 2 * 2.0 * size[1]
+    return 4.0 / 3.0 * math.pi * size[0] ** 3

@@ -33,3 +33,38 @@ class ScriptedExpertConfig(ComponentConfig):
     lift_height: float = Field(0.15, gt=0)
     # position tolerance to call a waypoint reached (m)
     tolerance: float = Field(0.008, gt=0)
+
+
+class InsertExpertConfig(ScriptedExpertConfig):
+    """The scripted expert's motion limits plus the insert plan (grasp the peg from the top,
+    lift, carry over the hole, align, push in with a bounded force, release) and optional
+    realistic noise (docs/insert.md). Noise 0 (the default) is a perfect, deterministic
+    expert."""
+
+    type: Literal["insert_expert"] = "insert_expert"  # type: ignore[assignment]
+    # TCP depth below the peg's top face when the fingers close (m)
+    grasp_depth: float = Field(0.02, ge=0.0, le=0.05)
+    # the fingers close to this far (m, each) inside the peg's faces
+    grip_squeeze: float = Field(0.002, gt=0)
+    # the peg's bottom this high above the fixture's top while carried over (m)
+    carry_clearance: float = Field(0.005, gt=0)
+    # descend into the hole once the peg's centre is within this distance (m) of the hole's
+    # axis (as perceived) and its yaw within align_yaw (rad), for settle_time_s (s)
+    align_tolerance: float = Field(0.0005, gt=0)
+    align_yaw: float = Field(0.02, gt=0)
+    settle_time_s: float = Field(0.15, ge=0)
+    # TCP speed (m/s) while aligning: slow, so the closed loop on the peg's pose does not
+    # overshoot behind the servos' lag
+    align_speed: float = Field(0.01, gt=0)
+    # insertion speed (m/s) and how far (m) the commanded peg may run ahead of the measured
+    # one downwards: bounds the push force when the peg jams (position servo x this gap)
+    insert_speed: float = Field(0.03, gt=0)
+    max_push: float = Field(0.004, gt=0)
+    # realistic noise, all Gaussian (0 = off), drawn from noise_seed: perceived peg and hole
+    # position error (m, std per horizontal axis) and yaw error (rad), drawn once per
+    # episode per object and held (a calibration-like bias); per-step noise (m, std per
+    # axis) on the commanded TCP goal (hand tremor)
+    pose_noise_std: float = Field(0.0, ge=0, le=0.02)
+    yaw_noise_std: float = Field(0.0, ge=0, le=0.2)
+    action_noise_std: float = Field(0.0, ge=0, le=0.01)
+    noise_seed: int = 0

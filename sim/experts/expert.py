@@ -73,9 +73,15 @@ class ScriptedExpert:
     description, looked up by ``spec.name``.
     """
 
+    # the task types this expert plans for (a subclass plans for others: insert_expert.py)
+    TASKS: tuple[str, ...] = ("reach", "lift")
+
     def __init__(self, cfg: ScriptedExpertConfig, spec: RobotSpec, task: ComponentConfig) -> None:
-        if task.type not in ("reach", "lift"):
-            raise ConfigError(f"the scripted expert knows tasks reach and lift, not '{task.type}'")
+        if task.type not in self.TASKS:
+            raise ConfigError(
+                f"the {type(self).__name__} knows tasks {' and '.join(self.TASKS)}, "
+                f"not '{task.type}'"
+            )
         desc = arm_description(spec)
         self.cfg = cfg
         self.spec = spec
@@ -127,10 +133,7 @@ class ScriptedExpert:
         env = np.asarray(obs["env_state"], dtype=np.float64)
         jac = self.kin.jacobian(self._q)
         p_cmd = jac[1]
-        if self.task.type == "reach":
-            goal, rot, grip, speed = env[:3], down_rotation(0.0), self.open, self.cfg.max_speed
-        else:
-            goal, rot, grip, speed = self._lift_plan(env, state, p_cmd, stamp)
+        goal, rot, grip, speed = self._plan(env, state, p_cmd, stamp)
 
         # trapezoid speed profile on the distance left: accelerate, cruise, brake
         dist = float(np.linalg.norm(goal - p_cmd))
@@ -184,6 +187,16 @@ class ScriptedExpert:
         self._phase = phase
         self._phase_t0 = stamp
         self._speed = 0.0
+
+    def _plan(
+        self, env: np.ndarray, state: np.ndarray, p_cmd: np.ndarray, stamp: int
+    ) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """Goal TCP position (3,), rotation (3, 3), finger opening (m) and speed (m/s) of
+        this step, from the task objects' poses ``env``, the measured ``state`` and the
+        commanded TCP position ``p_cmd`` (3,)."""
+        if self.task.type == "reach":
+            return env[:3], down_rotation(0.0), self.open, self.cfg.max_speed
+        return self._lift_plan(env, state, p_cmd, stamp)
 
     def _lift_plan(
         self, env: np.ndarray, state: np.ndarray, p_cmd: np.ndarray, stamp: int

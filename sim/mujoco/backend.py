@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
-from tether.core.protocols import Task
+from tether.core.protocols import Task, TaskBody
 from tether.core.robot import ArmDescription, RobotDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
 from tether.sim.mujoco.config_mujoco import MujocoConfig
-from tether.sim.scene import TASK_BODIES
+from tether.sim.scene import TASK_BODIES, shape_volume, task_bodies
 from tether.sim.scoring import score_step
 
 # Headless machines have no X display: render through EGL unless the user chose a backend.
@@ -30,6 +30,39 @@ try:
     import mujoco
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("mujoco", "mujoco", "The MuJoCo backend") from exc
+
+
+def _add_task_body(spec: Any, body: TaskBody) -> None:
+    """Add a task's declared body to the world of an MjSpec: mass > 0 a free body (mass
+    spread over its geoms by volume), mass 0 a mocap body (fixed, moved by set_body_pose).
+    Its geom is named after the body (one shape) or ``<body>_<i>``; condim 4 (torsional
+    friction) as the scene's cube."""
+    b = spec.worldbody.add_body(name=body.name, pos=list(body.pos))
+    if body.mass > 0:
+        b.add_freejoint(name=body.name)
+    else:
+        b.mocap = True
+    volumes = [shape_volume(s.shape, s.size) for s in body.shapes]
+    types = {
+        "box": mujoco.mjtGeom.mjGEOM_BOX,
+        "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER,
+        "sphere": mujoco.mjtGeom.mjGEOM_SPHERE,
+    }
+    for i, (shape, volume) in enumerate(zip(body.shapes, volumes, strict=True)):
+        g = b.add_geom(
+            name=body.name if len(body.shapes) == 1 else f"{body.name}_{i}",
+            type=types[shape.shape],
+            size=[*shape.size, *[0.0] * (3 - len(shape.size))],
+            pos=list(shape.pos),
+            rgba=list(body.rgba),
+            friction=list(body.friction),
+            condim=4,
+        )
+        if body.mass > 0:
+            g.mass = body.mass * volume / sum(volumes)
+        if not body.collide:
+            g.contype = 0
+            g.conaffinity = 0
 
 
 class MujocoBackend:
@@ -56,16 +89,11 @@ class MujocoBackend:
         self.task = task
         self.spec = robot.spec(cfg.control_hz, cfg.cameras)
         objects = tuple(task.objects) if task is not None else ()
-        unknown = [o for o in objects if o not in TASK_BODIES]
-        if unknown:
-            raise ConfigError(
-                f"the MuJoCo scene has no task object(s) {unknown} "
-                f"(available: {', '.join(TASK_BODIES)})"
-            )
+        declared = task_bodies(task)
         self._scene = robot.asset(robot.mujoco.scene)
         if not self._scene.is_file():
             raise ConfigError(f"robot '{robot.name}': its MuJoCo scene {self._scene} is missing")
-        self.model = self._compile(self._scene, objects)
+        self.model = self._compile(self._scene, objects, declared)
         self.data = mujoco.MjData(self.model)
         # the largest physics step <= physics_dt that divides the control period evenly
         control_dt = 1.0 / cfg.control_hz
@@ -113,8 +141,9 @@ class MujocoBackend:
 
         return mujoco.viewer.launch_passive(self.model, self.data)
 
-    def _compile(self, path: Path, objects: tuple[str, ...]) -> Any:
-        """The scene without the task bodies the task does not use."""
+    def _compile(self, path: Path, objects: tuple[str, ...], declared: dict[str, TaskBody]) -> Any:
+        """The scene without the task bodies the task does not use, plus the bodies the task
+        declares that the scene lacks."""
         try:
             spec = mujoco.MjSpec.from_file(str(path))
         except ValueError as exc:
@@ -127,8 +156,21 @@ class MujocoBackend:
                     f"robot '{self.robot.name}': its MuJoCo scene {path.name} has no body "
                     f"'{name}' (the task uses it)"
                 )
-            if body is not None and name not in objects:
+            if body is not None and name not in objects and name not in declared:
                 spec.delete(body)
+        for body in declared.values():
+            if spec.body(body.name) is None:
+                _add_task_body(spec, body)
+        if self.cfg.coupled_fingers:
+            # every finger follows the first (the same opening, as the real mechanisms)
+            first, *others = self.robot.gripper.joints
+            for finger in others:
+                spec.add_equality(
+                    type=mujoco.mjtEq.mjEQ_JOINT,
+                    name1=finger,
+                    name2=first,
+                    data=[0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                )
         return spec.compile()
 
     def _id(self, kind: str, name: str) -> int:

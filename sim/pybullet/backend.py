@@ -22,6 +22,7 @@ from tether.core.robot import ArmDescription, PybulletCamera, RobotDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
 from tether.sim import scene
 from tether.sim.pybullet.config_pybullet import PybulletConfig
+from tether.sim.pybullet.task_bodies import create_task_body
 from tether.sim.scoring import score_step
 
 try:
@@ -59,12 +60,7 @@ class PybulletBackend:
                 f"the PyBullet arm backend simulates arms; robot '{robot.name}' is a {robot.kind}"
             )
         objects = tuple(task.objects) if task is not None else ()
-        unknown = [o for o in objects if o not in scene.TASK_BODIES]
-        if unknown:
-            raise ConfigError(
-                f"the PyBullet scene has no task object(s) {unknown} "
-                f"(available: {', '.join(scene.TASK_BODIES)})"
-            )
+        self._declared = scene.task_bodies(task)
         # world cameras, then the robot's (a robot camera of the same name wins)
         self._cameras: dict[str, PybulletCamera] = {
             **scene.WORLD_CAMERAS,
@@ -150,6 +146,23 @@ class PybulletBackend:
         # physics step, so gain = dt / tau keeps the response the same at every physics step
         gain = min(1.0, self.physics_dt / assets.servo_tau)
         self._forces = [*robot.effort, *[g.effort] * len(self._fingers)]
+        if self.cfg.coupled_fingers:
+            # every finger follows the first (the same opening, as the real mechanisms)
+            for finger in self._fingers[1:]:
+                gear = pb.createConstraint(
+                    self._robot,
+                    self._fingers[0],
+                    self._robot,
+                    finger,
+                    jointType=pb.JOINT_GEAR,
+                    jointAxis=(1.0, 0.0, 0.0),
+                    parentFramePosition=(0.0, 0.0, 0.0),
+                    childFramePosition=(0.0, 0.0, 0.0),
+                    physicsClientId=cid,
+                )
+                pb.changeConstraint(
+                    gear, gearRatio=-1.0, erp=0.1, maxForce=5.0 * g.effort, physicsClientId=cid
+                )
         self._gains = [gain] * len(self._joints)
 
         self._table = self._box(scene.TABLE_HALF, scene.TABLE_POS, 0.0, scene.TABLE_RGBA, True)
@@ -181,6 +194,9 @@ class PybulletBackend:
                 basePosition=scene.TARGET_POS,
                 physicsClientId=cid,
             )
+        for body in self._declared.values():
+            if body.name not in self._bodies:
+                self._bodies[body.name] = create_task_body(pb, self._cid, body)
 
     def _load_robot(self) -> int:
         """The robot's body id: its URDF (fixed base at the origin) or its loader."""
@@ -262,6 +278,9 @@ class PybulletBackend:
         for name, pos in (("cube", scene.CUBE_POS), ("target", scene.TARGET_POS)):
             if name in self._bodies:
                 self.set_body_pose(name, np.asarray(pos), np.array([1.0, 0.0, 0.0, 0.0]))
+        for body in self._declared.values():
+            if body.name not in ("cube", "target"):
+                self.set_body_pose(body.name, np.asarray(body.pos), np.array([1.0, 0, 0, 0]))
         if self.task is not None:
             self.task.reset(self, rng)
         self._steps = 0
@@ -347,7 +366,8 @@ class PybulletBackend:
         raise KeyError(f"the scene has no body '{name}'")
 
     def set_body_pose(self, name: str, pos: np.ndarray, quat: np.ndarray) -> None:
-        """Teleport a task body (cube or target marker) and zero its velocity."""
+        """Teleport a task body (cube, target marker, a body the task declares; a static one
+        too) and zero its velocity."""
         if name not in self._bodies:
             raise ValueError(f"body '{name}' is not a task body ({', '.join(self._bodies)})")
         w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)

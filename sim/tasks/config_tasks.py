@@ -54,3 +54,44 @@ class LiftConfig(_TaskConfig):
     rest_z: float = Field(0.025, gt=0)
     # success when the cube centre is this far above rest_z (m)
     lift_height: float = Field(0.08, gt=0)
+
+
+class InsertConfig(_TaskConfig):
+    """Pick a square peg standing on the table and insert it into a square hole of a fixed
+    fixture (docs/insert.md). The hole's side is ``peg_size + clearance``."""
+
+    type: Literal["insert"] = "insert"
+    max_duration_s: float = Field(12.0, gt=0)
+    # peg: side of its square section and its length (m), mass (kg); it stands on the table
+    peg_size: float = Field(0.02, gt=0.005, le=0.04)
+    peg_length: float = Field(0.08, gt=0.02, le=0.15)
+    peg_mass: float = Field(0.05, gt=0)
+    # total clearance (m): hole side minus peg side, so peg_size + clearance is the hole's
+    # side and each wall is clearance / 2 away from a centred peg. 2 mm by default; negative
+    # makes a peg wider than the hole (it can never go in)
+    clearance: float = Field(0.002, ge=-0.005, le=0.02)
+    # fixture: wall thickness around the hole and height (m) (the hole goes down to the table)
+    wall: float = Field(0.02, gt=0)
+    fixture_height: float = Field(0.04, gt=0)
+    # peg centre (x, y) and yaw ranges (m, rad), world frame; the peg is symmetric every 90 deg
+    peg_x_range: Range = (0.40, 0.60)
+    peg_y_range: Range = (-0.18, 0.18)
+    peg_yaw_range: Range = (-0.785398, 0.785398)
+    # hole centre (x, y) and yaw ranges (m, rad)
+    hole_x_range: Range = (0.40, 0.60)
+    hole_y_range: Range = (-0.18, 0.18)
+    hole_yaw_range: Range = (-0.785398, 0.785398)
+    # peg and hole centres at least this far apart (m); resampled until they are
+    min_separation: float = Field(0.12, ge=0)
+    # success: the peg's bottom this far below the fixture's top (m), inside the hole, and
+    # tilted by at most max_tilt (rad) from upright
+    depth: float = Field(0.02, gt=0)
+    max_tilt: float = Field(0.2, gt=0, le=1.5)
+
+    @model_validator(mode="after")
+    def _fits(self) -> InsertConfig:
+        if self.depth > self.fixture_height:
+            raise ValueError("depth: must be <= fixture_height (the hole ends at the table)")
+        if self.min_separation > 0.5:
+            raise ValueError("min_separation: must be <= 0.5 m (the ranges cannot satisfy it)")
+        return self

@@ -9,8 +9,8 @@ from arm_cases import arm, arm_params
 
 from tether.core import registry
 from tether.core.config import load_config
+from tether.core.experiment import workspace_fk
 from tether.core.types import ActionChunk
-from tether.sim.runner import workspace_fk
 
 PANDA = arm("panda").kinematics
 

@@ -1,0 +1,114 @@
+"""Config of the residual fine-tuner (the experiment's ``finetune:`` section). Light import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.core.config import ComponentConfig
+
+
+class PPOConfig(BaseModel):
+    """On-policy: stable-baselines3 PPO on n_envs parallel envs (ResiP)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # env steps per env between updates (rollout length)
+    n_steps: int = Field(256, ge=8)
+    batch_size: int = Field(256, ge=8)
+    epochs: int = Field(10, ge=1)
+    lr: float = Field(3e-4, gt=0)
+    gamma: float = Field(0.99, gt=0, le=1)
+    gae_lambda: float = Field(0.95, gt=0, le=1)
+    clip_range: float = Field(0.2, gt=0)
+    ent_coef: float = Field(0.0, ge=0)
+    # initial exploration std of the pre-tanh residual (1 = the full residual range)
+    init_std: float = Field(0.3, gt=0)
+
+
+class OffPolicyConfig(BaseModel):
+    """Off-policy: SAC with a high update-to-data ratio, n-step returns and LayerNorm
+    critics (ResFiT)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # gradient updates per env step (update-to-data ratio)
+    utd: int = Field(4, ge=1)
+    n_step: int = Field(3, ge=1)
+    batch_size: int = Field(256, ge=8)
+    buffer_size: int = Field(200_000, ge=1000)
+    lr: float = Field(3e-4, gt=0)
+    gamma: float = Field(0.99, gt=0, le=1)
+    tau: float = Field(0.005, gt=0, le=1)
+    # env steps of base-only rollouts (zero residual) put in the replay buffer before
+    # learning: ResFiT's buffer warm start with the base's own behaviour
+    base_rollout_steps: int = Field(1000, ge=0)
+    # entropy coefficient: "auto" tunes it (from init_ent_coef) towards target_entropy
+    # per action element; fixed and small by default: on the reach case "auto" drove the
+    # residual to saturation (docs/residual_rl.md)
+    ent_coef: float | Literal["auto"] = 0.005
+    init_ent_coef: float = Field(0.05, gt=0)
+    # initial exploration std of the pre-tanh residual
+    init_std: float = Field(0.3, gt=0)
+    target_entropy_per_dim: float = -2.0
+    layer_norm: bool = True
+
+
+class FinetuneConfig(ComponentConfig):
+    """`tether finetune`: a per-step residual on a frozen base policy (docs/residual_rl.md)."""
+
+    type: Literal["residual"] = "residual"
+    algorithm: Literal["ppo", "offpolicy"] = "ppo"
+    # the frozen base: an exported model folder (model.onnx + model.json); None: the
+    # experiment's policy: section (any registered policy)
+    base_model: Path | None = None
+    # for tests and demos: a constant offset added to every base action (a miscalibrated
+    # base with a known bias), in action units; length = action dim
+    base_offset: list[float] | None = None
+    # when the base is asked for a chunk: "policy", every step as the in-process loop does
+    # (a chunked base replans on its own schedule); "chunk_end", when its chunk runs out
+    # (policies/residual/base_executor.py)
+    base_replan: Literal["policy", "chunk_end"] = "policy"
+    # largest residual per action element, as a fraction of the element's range / 2
+    scale: float = Field(0.1, gt=0, le=1)
+    hidden: list[int] = Field(default_factory=lambda: [256, 256], min_length=1)
+    activation: Literal["relu", "tanh"] = "relu"
+    # std of the residual's last layer at init (0: base + residual == base exactly)
+    last_layer_init: float = Field(1e-3, ge=0)
+    # sparse: 1 on success, else 0 (ResiP); dense: the task's reward per step, and on a
+    # success that ends the episode that reward for each step left (see env.py)
+    reward: Literal["sparse", "dense"] = "sparse"
+    # reward penalty per step on |residual / limit|^2 (mean over elements)
+    residual_penalty: float = Field(0.0, ge=0)
+    total_env_steps: int = Field(200_000, ge=1)
+    # stop after this many seconds of wall clock (0: no limit)
+    wall_budget_s: float = Field(0.0, ge=0)
+    # stop when the evaluated success rate reaches this
+    success_target: float = Field(1.0, gt=0, le=1)
+    n_envs: int = Field(8, ge=1)
+    seed: int = 0
+    # episodes of base-only rollouts for observation statistics (keys without a
+    # normalization in the base's contract)
+    stats_episodes: int = Field(1, ge=1)
+    # evaluation of the deterministic residual: episodes, first seed (unseen in training),
+    # and how often (env steps)
+    eval_episodes: int = Field(20, ge=1)
+    eval_seed: int = 100_000
+    eval_every_steps: int = Field(10_000, ge=1)
+    # torch threads (1 keeps the simulators' core free on a small machine)
+    threads: int = Field(1, ge=1)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    offpolicy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
+
+
+class ResidualOnnxConfig(ComponentConfig):
+    """Serve an exported base + residual folder (`tether export` of a finetune checkpoint:
+    model.json of format tether-residual/1) with onnxruntime."""
+
+    type: Literal["residual_onnx"] = "residual_onnx"
+    # the exported folder (or its model.json)
+    model: Path
+    # onnxruntime intra-op threads of each graph
+    threads: int = Field(1, ge=1)
+    # seed of the base graph's noise input (diffusion bases)
+    seed: int = 0

@@ -1,0 +1,227 @@
+"""A gymnasium env whose action is the residual on a frozen base policy.
+
+One env owns a simulator backend (built through the registry: the policy layer never
+imports tether.sim), the experiment's task, the frozen base and a safety filter. The base is
+a black box that returns action chunks (any registered policy, or an exported model folder
+served by the ``onnx`` policy); the base's action for the current step is the row for now
+of its current chunk, asked for at every step as the in-process loop asks (the base replans
+on its own schedule) or when the chunk runs out, as a chunk executor asks
+(``finetune.base_replan``, see base_executor). Each step::
+
+    action = base row + residual  ->  SafetyFilter (command + output, as the sim bridge)
+           ->  backend.step
+
+Spaces:
+    observation  Box (F + A,) float32: the residual model's normalised input (latest
+                 observation features, base action in [-1, 1]); see model.ResidualMLP
+    action       ``squash=True`` (PPO): the pre-tanh residual, Box [-5, 5]^A, the env
+                 applies tanh; ``squash=False`` (SAC, whose actor squashes): the residual in
+                 [-1, 1]^A. Either way residual = squashed * limit, |residual| <= limit.
+Reward: ``sparse`` 1 on the step the task succeeds, else 0; ``dense`` the task's reward,
+and on a success that ends the episode that reward for every step left (so succeeding early
+never pays less than hovering near the goal until the time limit); minus
+``residual_penalty`` * mean((residual / limit)^2). Episodes terminate on success (tasks
+whose success ends the episode) or failure, truncate at the task's time limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from tether.core import registry
+from tether.core.config import ExperimentConfig
+from tether.core.errors import ConfigError
+from tether.core.experiment import build_task, max_episode_steps, workspace_fk
+from tether.core.protocols import Policy
+from tether.core.safety import SafetyFilter
+from tether.core.spec import RobotSpec
+from tether.core.types import IMAGE_PREFIX, Observation
+from tether.policies.residual.base_executor import BaseExecutor
+from tether.policies.residual.config import FinetuneConfig
+from tether.policies.residual.model import NumpyNormaliser
+
+# bound of the pre-tanh action space (tanh(5) = 0.9999): SB3 clips to it, harmlessly
+PRE_TANH_BOUND = 5.0
+
+
+def build_base(cfg: ExperimentConfig, fcfg: FinetuneConfig, spec: RobotSpec) -> Policy:
+    """The frozen base: ``finetune.base_model`` served by the ``onnx`` policy, else the
+    experiment's ``policy:`` section."""
+    if fcfg.base_model is not None:
+        onnx_cfg = registry.config_class("policy", "onnx")(type="onnx", model=fcfg.base_model)
+        policy: Policy = registry.build("policy", onnx_cfg, spec, cfg.task)
+        return policy
+    built: Policy = registry.build("policy", cfg.policy, spec, cfg.task)
+    return built
+
+
+def observation_keys(base: Policy) -> list[str]:
+    """The base contract's observation keys the residual sees (state-only for now)."""
+    keys = list(base.contract.get("observation_keys", ["state"]))
+    images = [k for k in keys if k.startswith(IMAGE_PREFIX)]
+    if images:
+        raise ConfigError(
+            f"finetune: the base observes images ({', '.join(images)}); the residual takes "
+            "state observations only so far"
+        )
+    return keys
+
+
+class ResidualEnv(gym.Env):  # type: ignore[misc]
+    """See the module docstring. ``normaliser`` None: observations are the raw features
+    concatenated with the raw base action (for collecting normalisation statistics)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        fcfg: FinetuneConfig,
+        normaliser: NumpyNormaliser | None = None,
+        *,
+        squash: bool = True,
+    ) -> None:
+        if cfg.sim is None:
+            raise ConfigError("finetune: the experiment needs a sim: section (not hardware)")
+        self.cfg = cfg
+        self.fcfg = fcfg
+        self.task = build_task(cfg)
+        self.backend = registry.build("sim", cfg.sim, robot=cfg.robot, task=self.task)
+        self.robot_spec = self.backend.spec
+        self.base = build_base(cfg, fcfg, self.robot_spec)
+        self.keys = observation_keys(self.base)
+        fk = workspace_fk(self.robot_spec) if cfg.safety.workspace is not None else None
+        self.safety = SafetyFilter(self.robot_spec, cfg.safety, fk=fk)
+        self.max_steps = max_episode_steps(cfg)
+        self.squash = squash
+        self.normaliser = normaliser
+        dim = self.robot_spec.action.dim
+        low = self.robot_spec.action.low_array().astype(np.float64)
+        high = self.robot_spec.action.high_array().astype(np.float64)
+        self.limit = fcfg.scale * (high - low) / 2
+        offset = np.zeros(dim) if fcfg.base_offset is None else np.asarray(fcfg.base_offset)
+        self.offset = offset.astype(np.float32)
+        if self.offset.shape != (dim,):
+            raise ConfigError(
+                f"finetune.base_offset: {len(self.offset)} values, the action has {dim}"
+            )
+        self._success_terminates = bool(getattr(self.task, "success_terminates", True))
+        bound = PRE_TANH_BOUND if squash else 1.0
+        self.action_space = gym.spaces.Box(-bound, bound, (dim,), np.float32)
+        self.obs: Observation = self.backend.observe()
+        self.base_action = np.zeros(dim)
+        self.executor = BaseExecutor(self.base, fcfg.base_replan)
+        self.steps = 0
+        self.obs_dim = int(self.raw_features().shape[0])
+        space_dim = self.obs_dim + dim
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (space_dim,), np.float32)
+
+    # ---- observation ------------------------------------------------------------------
+    def raw_features(self) -> np.ndarray:
+        """The latest observation's features (F,): the keys' arrays flattened, in order."""
+        parts = [np.asarray(self.obs[k], np.float64).ravel() for k in self.keys]
+        return np.concatenate(parts)
+
+    def observation(self) -> np.ndarray:
+        feats = self.raw_features()
+        if self.normaliser is None:
+            return np.concatenate([feats, self.base_action]).astype(np.float32)
+        return self.normaliser.features(feats, self.base_action)
+
+    def _base_step(self) -> None:
+        """The base's action for now (base_executor), plus the known offset if any."""
+        # float32 as every chunk row (the sum is the row a biased base's chunk would hold)
+        self.base_action = self.executor.row(self.obs) + self.offset
+
+    def measured(self) -> np.ndarray:
+        return np.asarray(self.obs["state"][: self.robot_spec.action.dim], np.float32)
+
+    # ---- gymnasium --------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """``seed`` goes to the backend as is; without one, drawn from the env's generator."""
+        super().reset(seed=seed)
+        episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
+        self.obs = self.backend.reset(episode_seed)
+        self.safety.reset(self.measured())
+        self.executor.reset()
+        self.steps = 0
+        self._base_step()
+        return self.observation(), {"seed": episode_seed}
+
+    def to_residual(self, action: np.ndarray) -> np.ndarray:
+        """The learner's action -> residual in action units, |residual| <= limit."""
+        a = np.nan_to_num(np.asarray(action, np.float64), nan=0.0)
+        a = np.tanh(a) if self.squash else np.clip(a, -1.0, 1.0)
+        return a * self.limit
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return self.step_residual(self.to_residual(action))
+
+    def step_residual(
+        self, residual: np.ndarray
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One control step with ``residual`` (A,) in action units (clipped to the limit)."""
+        residual = np.clip(np.asarray(residual, np.float64), -self.limit, self.limit)
+        t_s = self.obs.stamp_ns * 1e-9
+        self.safety.command(self.base_action + residual, t_s, valid_s=self.robot_spec.dt)
+        out, _ = self.safety.output(t_s, self.measured())
+        res = self.backend.step(out)
+        self.obs = res.observation
+        self.steps += 1
+        success = bool(res.info.get("is_success", res.terminated))
+        failed = bool(res.info.get("failed", False))
+        terminated = failed or (success and self._success_terminates)
+        truncated = not terminated and (bool(res.truncated) or self.steps >= self.max_steps)
+        if self.fcfg.reward == "sparse":
+            reward = float(success)
+        else:
+            reward = float(res.reward)
+            if terminated and success:
+                # success ends the episode: pay the remaining steps at this step's reward,
+                # else ending early pays less than hovering just outside the success radius
+                reward *= 1 + self.max_steps - self.steps
+        if self.fcfg.residual_penalty > 0:
+            reward -= self.fcfg.residual_penalty * float(np.mean((residual / self.limit) ** 2))
+        if not (terminated or truncated):
+            self._base_step()
+        info = {"is_success": success, "failed": failed, "applied": out}
+        return self.observation(), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def observation_stats(
+    env: ResidualEnv, episodes: int, seed: int, contract: dict[str, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Normalisation (offset (F,), scale (F,)) of the residual's observation features:
+    the base contract's ``normalization`` (min/max -> [-1, 1]) for keys that have one, else
+    mean / std over ``episodes`` base-only rollouts (std floored at 1e-2)."""
+    rows = []
+    for k in range(episodes):
+        env.reset(seed=seed + k)
+        rows.append(env.raw_features())
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step_residual(np.zeros(env.robot_spec.action.dim))
+            rows.append(env.raw_features())
+            done = term or trunc
+    x = np.stack(rows)
+    offset, scale = x.mean(0), np.maximum(x.std(0), 1e-2)
+    norm = (contract or {}).get("normalization", {})
+    i = 0
+    for key in env.keys:
+        n = int(np.asarray(env.obs[key]).size)
+        if key in norm:
+            lo = np.asarray(norm[key]["min"], np.float64).ravel()
+            hi = np.asarray(norm[key]["max"], np.float64).ravel()
+            if lo.size == n:
+                offset[i : i + n] = (hi + lo) / 2
+                scale[i : i + n] = np.maximum((hi - lo) / 2, 1e-6)
+        i += n
+    return offset, scale

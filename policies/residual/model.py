@@ -1,0 +1,108 @@
+"""The per-step residual policy in plain torch (what is trained, saved and exported).
+
+Input: the latest observation's features (the base contract's observation keys, flattened
+and concatenated, normalised as ``(x - obs_offset) / obs_scale``) and the base's action for
+this step, normalised to [-1, 1] by the action range. Output: a correction in action units,
+``tanh(net(input)) * limit`` with ``limit = scale * (high - low) / 2`` per element, so
+``|residual| <= limit`` always. The last layer starts near zero (exactly zero with
+``last_layer_init=0``): base + residual starts as the base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+class ResidualMLP(nn.Module):
+    """forward(obs (B, F) raw features, base_action (B, A) action units) -> residual (B, A)."""
+
+    # buffers (saved with the weights, constants of the exported graph)
+    obs_offset: Tensor
+    obs_scale: Tensor
+    act_mid: Tensor
+    act_half: Tensor
+    limit: Tensor
+
+    def __init__(
+        self,
+        obs_offset: np.ndarray,
+        obs_scale: np.ndarray,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+        scale: float,
+        hidden: Sequence[int] = (256, 256),
+        activation: str = "relu",
+        last_layer_init: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        f32 = torch.float32
+        low = torch.as_tensor(np.asarray(action_low), dtype=f32)
+        high = torch.as_tensor(np.asarray(action_high), dtype=f32)
+        self.register_buffer("obs_offset", torch.as_tensor(np.asarray(obs_offset), dtype=f32))
+        self.register_buffer("obs_scale", torch.as_tensor(np.asarray(obs_scale), dtype=f32))
+        self.register_buffer("act_mid", (high + low) / 2)
+        self.register_buffer("act_half", (high - low) / 2)
+        self.register_buffer("limit", scale * (high - low) / 2)
+        self.scale = float(scale)
+        self.hidden = [int(h) for h in hidden]
+        self.activation = activation
+        self.obs_dim = int(self.obs_offset.shape[0])
+        self.action_dim = int(low.shape[0])
+        layers: list[nn.Module] = []
+        width = self.obs_dim + self.action_dim
+        for h in self.hidden:
+            layers += [nn.Linear(width, h), ACTIVATIONS[activation]()]
+            width = h
+        layers.append(nn.Linear(width, self.action_dim))
+        self.net = nn.Sequential(*layers)
+        self.init_last_layer(last_layer_init)
+
+    @property
+    def linears(self) -> list[nn.Linear]:
+        return [m for m in self.net if isinstance(m, nn.Linear)]
+
+    def init_last_layer(self, std: float) -> None:
+        """Last layer weights ~ N(0, std), bias 0: the residual starts (near) zero."""
+        last = self.linears[-1]
+        with torch.no_grad():
+            last.weight.normal_(0.0, std) if std > 0 else last.weight.zero_()
+            last.bias.zero_()
+
+    def features(self, obs: Tensor, base_action: Tensor) -> Tensor:
+        """The network's input (B, F + A): normalised observation, normalised base action."""
+        x = (obs - self.obs_offset) / self.obs_scale
+        a = (base_action - self.act_mid) / self.act_half
+        return torch.cat([x, a], dim=-1)
+
+    def from_features(self, feats: Tensor) -> Tensor:
+        """Residual (B, A) in action units from the normalised input."""
+        return torch.tanh(self.net(feats)) * self.limit
+
+    def forward(self, obs: Tensor, base_action: Tensor) -> Tensor:
+        return self.from_features(self.features(obs, base_action))
+
+    def config(self) -> dict[str, object]:
+        """Constructor arguments that are not tensors (saved in the contract)."""
+        return {"scale": self.scale, "hidden": self.hidden, "activation": self.activation}
+
+
+class NumpyNormaliser:
+    """The model's input normalisation in numpy (what the gym env hands the learner)."""
+
+    def __init__(self, model: ResidualMLP) -> None:
+        self.obs_offset = model.obs_offset.numpy().astype(np.float64)
+        self.obs_scale = model.obs_scale.numpy().astype(np.float64)
+        self.act_mid = model.act_mid.numpy().astype(np.float64)
+        self.act_half = model.act_half.numpy().astype(np.float64)
+        self.limit = model.limit.numpy().astype(np.float64)
+
+    def features(self, obs: np.ndarray, base_action: np.ndarray) -> np.ndarray:
+        x = (np.asarray(obs, np.float64) - self.obs_offset) / self.obs_scale
+        a = (np.asarray(base_action, np.float64) - self.act_mid) / self.act_half
+        return np.concatenate([x, a]).astype(np.float32)

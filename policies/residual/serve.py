@@ -1,0 +1,94 @@
+"""Serve an exported base + residual folder (format tether-residual/1) with onnxruntime.
+
+What runs onboard: no torch import here (a test checks it). The base's row for each
+step comes from tether.policies.residual.base_executor, on the schedule it was fine-tuned
+with (model.json ``base_replan``); the residual graph runs at every control step on the
+latest observation and that row. ``act`` answers with a one-row chunk for now, so the
+policy server serves it per observation at the control rate; the safety filter stays where
+it is (sim bridge, hardware bridge).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.core import registry
+from tether.core.errors import TetherError
+from tether.core.protocols import Policy
+from tether.core.spec import RobotSpec
+from tether.core.types import IMAGE_PREFIX, ActionChunk, Observation
+from tether.policies.config_onnx import OnnxPolicyConfig
+from tether.policies.residual.base_executor import BaseExecutor
+from tether.policies.residual.config import ResidualOnnxConfig
+from tether.policies.runtime import OnnxPolicy, provider_list
+
+FORMAT = "tether-residual/1"
+
+
+def read_residual_contract(model: Path) -> tuple[Path, dict[str, Any]]:
+    """The folder and model.json of an exported base + residual."""
+    folder = model.parent if model.is_file() else model
+    path = folder / "model.json"
+    if not path.is_file():
+        raise TetherError(f"{folder}: no model.json (export a finetune checkpoint first)")
+    meta: dict[str, Any] = json.loads(path.read_text())
+    if meta.get("format") != FORMAT:
+        raise TetherError(f"{path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
+    return folder, meta
+
+
+class ResidualOnnxPolicy:
+    """The ``residual_onnx`` policy type (see the module docstring)."""
+
+    def __init__(self, cfg: ResidualOnnxConfig, spec: RobotSpec, task: Any = None) -> None:
+        import onnxruntime as ort
+
+        self.cfg = cfg
+        self.spec = spec
+        self.folder, self.meta = read_residual_contract(Path(cfg.model))
+        base = self.meta["base"]
+        if "model" in base:
+            bcfg = OnnxPolicyConfig(
+                model=self.folder / base["model"], threads=cfg.threads, seed=cfg.seed
+            )
+            self.base: Policy = OnnxPolicy(bcfg, spec, task)
+        else:
+            section = base["policy"]
+            pcfg = registry.config_class("policy", section["type"]).model_validate(section)
+            self.base = registry.build("policy", pcfg, spec, task)
+        res = self.meta["residual"]
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = int(cfg.threads)
+        opts.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(
+            str(self.folder / res["model"]), sess_options=opts, providers=provider_list(["cpu"])
+        )
+        self.keys = [i["key"] for i in res["inputs"] if i["key"] != "base_action"]
+        self.executor = BaseExecutor(self.base, self.meta.get("base_replan", "policy"))
+
+    def reset(self) -> None:
+        self.executor.reset()
+
+    def act(self, obs: Observation) -> ActionChunk:
+        row = self.executor.row(obs)
+        feeds = {k: np.asarray(obs[k], np.float32).reshape(1, -1) for k in self.keys}
+        feeds["base_action"] = row[None]
+        action = self.session.run(["action"], feeds)[0]
+        return ActionChunk(action, self.spec.dt, obs.stamp_ns)
+
+    @property
+    def contract(self) -> dict[str, Any]:
+        keys = list(self.base.contract.get("observation_keys", ["state"]))
+        keys += [k for k in self.keys if k not in keys]
+        return {
+            "observation_keys": [k for k in keys if not k.startswith(IMAGE_PREFIX)]
+            + [k for k in keys if k.startswith(IMAGE_PREFIX)],
+            "action_names": self.meta["action_names"],
+            "joint_names": self.meta["action_names"],
+            "control_hz": self.meta["control_hz"],
+            "residual": self.meta["residual"],
+        }

@@ -1,0 +1,365 @@
+"""`tether finetune`: train a residual on a frozen base (registered as trainer ``residual``;
+its config is the experiment's ``finetune:`` section). Also serves `tether eval` and
+`tether export` of the checkpoints it writes (see tether.cli.train for the protocol).
+
+One run: observation statistics from base-only rollouts -> the base alone evaluated on
+``eval_episodes`` unseen seeds -> PPO or off-policy learning on ``n_envs`` envs, the
+deterministic residual evaluated every ``eval_every_steps`` env steps (a checkpoint is
+written each time, so a killed run resumes from its last evaluation) -> until
+``total_env_steps``, ``wall_budget_s`` or ``success_target``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.core.config import ExperimentConfig, dump_config
+from tether.core.errors import TetherError
+from tether.policies.residual.checkpoint import (
+    as_list,
+    load_learner,
+    load_model,
+    load_optimizers,
+    optimizer_tensors,
+    read_contract,
+    save_checkpoint,
+)
+from tether.policies.residual.config import FinetuneConfig
+from tether.policies.residual.env import ResidualEnv, observation_stats
+from tether.policies.residual.model import NumpyNormaliser, ResidualMLP
+
+# seeds of the observation-statistics rollouts (apart from training and evaluation seeds)
+STATS_SEED = 50_000
+
+
+class Progress:
+    """One status line, redrawn in place on a terminal (a line every few seconds otherwise)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.tty = sys.stdout.isatty()
+        self._last = 0.0
+
+    def show(self, text: str, final: bool = False) -> None:
+        line = f"[{self.label}] {text}"
+        if self.tty:
+            print(f"\r{line:<110}", end="\n" if final else "", flush=True)
+        elif final or time.monotonic() - self._last > 5.0:
+            self._last = time.monotonic()
+            print(line, flush=True)
+
+
+def plot_curve(
+    history: list[list[float]], evals: list[list[float]], path: Path, title: str
+) -> None:
+    """Learning curve: training-episode success (rows: env steps, wall s, rate) and the
+    deterministic residual's evaluated success (same rows) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if history:
+        ax.plot(
+            [h[0] for h in history],
+            [h[2] for h in history],
+            color="tab:blue",
+            lw=1.2,
+            label="training episodes (with exploration)",
+        )
+    if evals:
+        ax.plot(
+            [e[0] for e in evals],
+            [e[2] for e in evals],
+            "o-",
+            color="tab:green",
+            label="evaluation (deterministic residual)",
+        )
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("success rate")
+    ax.legend(loc="lower right")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def evaluate(
+    env: ResidualEnv, model: ResidualMLP | None, episodes: int, seed: int
+) -> dict[str, Any]:
+    """Success rate of base (+ the deterministic residual) on seeds ``seed + k``; the mean
+    final task distance (m) when the task reports one (reach: TCP to target)."""
+    import torch
+
+    successes, distances, steps = [], [], 0
+    dim = env.robot_spec.action.dim
+    for k in range(episodes):
+        obs, _ = env.reset(seed=seed + k)
+        done, success = False, False
+        while not done:
+            if model is None:
+                residual = np.zeros(dim)
+            else:
+                with torch.no_grad():
+                    x = torch.as_tensor(obs[None])
+                    residual = model.from_features(x)[0].numpy()
+            obs, _, term, trunc, info = env.step_residual(residual)
+            success = success or bool(info["is_success"])
+            done = term or trunc
+            steps += 1
+        successes.append(success)
+        if hasattr(env.task, "distance"):
+            distances.append(float(env.task.distance(env.backend)))
+    out: dict[str, Any] = {
+        "episodes": episodes,
+        "seed": seed,
+        "success_rate": float(np.mean(successes)),
+        "env_steps": steps,
+    }
+    if distances:
+        out["final_distance_m"] = float(np.mean(distances))
+    return out
+
+
+def _algo(name: str) -> Any:
+    if name == "ppo":
+        from tether.policies.residual import ppo
+
+        return ppo
+    from tether.policies.residual import offpolicy
+
+    return offpolicy
+
+
+def _learner_tensors(algo: Any, mod: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    tensors = {f"policy/{k}": v for k, v in algo.policy.state_dict().items()}
+    opt_t, groups = optimizer_tensors(mod.optimizers(algo))
+    tensors.update(opt_t)
+    tensors.update({f"extra/{k}": v for k, v in mod.extra_tensors(algo).items()})
+    return tensors, groups
+
+
+def _restore(algo: Any, mod: Any, tensors: dict[str, Any], groups: dict[str, Any]) -> None:
+    policy = {k[len("policy/") :]: v for k, v in tensors.items() if k.startswith("policy/")}
+    algo.policy.load_state_dict(policy)
+    load_optimizers(mod.optimizers(algo), tensors, groups)
+    mod.load_extra(algo, {k[6:]: v for k, v in tensors.items() if k.startswith("extra/")})
+
+
+def base_description(cfg: ExperimentConfig, fcfg: FinetuneConfig) -> dict[str, Any]:
+    """How to rebuild the frozen base: a model folder, or the experiment's policy section."""
+    if fcfg.base_model is not None:
+        base: dict[str, Any] = {"model": str(fcfg.base_model)}
+    else:
+        base = {"policy": cfg.policy.model_dump(mode="json")}
+    return {**base, "offset": fcfg.base_offset, "replan": fcfg.base_replan}
+
+
+def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
+    """Fine-tune; writes the checkpoint, learning_curve.png and train.json to ``out``."""
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    if not isinstance(cfg.finetune, FinetuneConfig):
+        raise TetherError(f"{cfg.name}: no finetune: section of type residual")
+    fcfg: FinetuneConfig = cfg.finetune
+    torch.set_num_threads(fcfg.threads)
+    torch.manual_seed(fcfg.seed)
+    mod = _algo(fcfg.algorithm)
+    squash = fcfg.algorithm == "ppo"
+    prev: dict[str, Any] = {}
+    eval_env = ResidualEnv(cfg, fcfg, None, squash=squash)
+    if resume:
+        model, prev = load_model(out)
+        stats_steps = 0
+    else:
+        offset, scale = observation_stats(
+            eval_env, fcfg.stats_episodes, STATS_SEED, eval_env.base.contract
+        )
+        # at most this many (episodes end early on success)
+        stats_steps = int(fcfg.stats_episodes * eval_env.max_steps)
+        spec = eval_env.robot_spec
+        model = ResidualMLP(
+            offset,
+            scale,
+            spec.action.low_array(),
+            spec.action.high_array(),
+            fcfg.scale,
+            fcfg.hidden,
+            fcfg.activation,
+            fcfg.last_layer_init,
+        )
+    norm = NumpyNormaliser(model)
+    eval_env.normaliser = norm
+    state = prev.get("train_state", {})
+    history: list[list[float]] = state.get("history", [])
+    evals: list[list[float]] = state.get("evals", [])
+    base_eval = prev.get("base_eval") or evaluate(
+        eval_env, None, fcfg.eval_episodes, fcfg.eval_seed
+    )
+    venv = DummyVecEnv(
+        [lambda: ResidualEnv(cfg, fcfg, norm, squash=squash) for _ in range(fcfg.n_envs)]
+    )
+    venv.seed(fcfg.seed + int(state.get("env_steps", 0)))
+    algo = mod.make_ppo(venv, fcfg, model) if squash else mod.make_sac(venv, fcfg, model)
+    if resume:
+        _restore(algo, mod, load_learner(out), prev.get("optimizer", {}))
+    done_before = int(state.get("env_steps", 0))
+    wall_before = float(state.get("wall_s", 0.0))
+    warm = 0
+    if not squash and not resume:
+        warm = mod.warm_start(algo, venv, fcfg.offpolicy.base_rollout_steps)
+    progress = Progress(f"finetune {cfg.name} {fcfg.algorithm}")
+    start = time.perf_counter()
+    experiment = dump_config(cfg)
+    solved: dict[str, float] | None = state.get("solved")
+    best = max((e[2] for e in evals), default=0.0)
+
+    def env_steps(sb3_steps: int) -> int:
+        return done_before + stats_steps + warm + sb3_steps
+
+    def checkpoint(sb3_steps: int, result: dict[str, Any] | None = None) -> None:
+        tensors, groups = _learner_tensors(algo, mod)
+        mod.actor_to_model(algo, model)
+        contract = {
+            "algorithm": fcfg.algorithm,
+            "robot": cfg.robot,
+            "action_names": list(eval_env.robot_spec.action.names),
+            "action_low": as_list(eval_env.robot_spec.action.low_array()),
+            "action_high": as_list(eval_env.robot_spec.action.high_array()),
+            "control_hz": eval_env.robot_spec.control_hz,
+            "observation_keys": eval_env.keys,
+            "observation_sizes": [int(np.asarray(eval_env.obs[k]).size) for k in eval_env.keys],
+            "base": base_description(cfg, fcfg),
+            "base_eval": base_eval,
+            "experiment": experiment,
+            "optimizer": groups,
+            "train_state": {
+                "env_steps": env_steps(sb3_steps),
+                "wall_s": wall_before + time.perf_counter() - start,
+                "history": history,
+                "evals": evals,
+                "solved": solved,
+            },
+            "result": result,
+        }
+        save_checkpoint(out, model, contract, tensors)
+
+    class Monitor(BaseCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = fcfg.eval_every_steps
+            self.outcomes: list[float] = []
+
+        def _on_step(self) -> bool:
+            nonlocal solved, best
+            for d, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
+                if d:
+                    self.outcomes.append(float(info.get("is_success", False)))
+            n = env_steps(self.num_timesteps)
+            wall = wall_before + time.perf_counter() - start
+            if self.num_timesteps >= self.next_eval:
+                self.next_eval += fcfg.eval_every_steps
+                recent = self.outcomes[-50:]
+                history.append([n, wall, float(np.mean(recent)) if recent else 0.0])
+                mod.actor_to_model(algo, model)
+                res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed)
+                evals.append([n, wall, res["success_rate"], res.get("final_distance_m", -1.0)])
+                best = max(best, res["success_rate"])
+                if solved is None and res["success_rate"] >= fcfg.success_target:
+                    solved = {"env_steps": n, "wall_s": wall}
+                checkpoint(self.num_timesteps)
+                dist = res.get("final_distance_m")
+                extra = f" | final distance {dist * 100:.1f} cm" if dist is not None else ""
+                progress.show(
+                    f"{n:>8d} steps | {wall:6.0f} s | train success {history[-1][2]:.0%} | "
+                    f"eval {res['success_rate']:.0%} (base {base_eval['success_rate']:.0%})"
+                    f"{extra}"
+                )
+            if solved is not None:
+                return False
+            if fcfg.wall_budget_s and wall >= fcfg.wall_budget_s:
+                return False
+            return n < fcfg.total_env_steps
+
+    try:
+        if env_steps(0) < fcfg.total_env_steps and solved is None:
+            algo.learn(total_timesteps=10**12, callback=Monitor(), reset_num_timesteps=True)
+    finally:
+        venv.close()
+    sb3_steps = int(algo.num_timesteps)
+    mod.actor_to_model(algo, model)
+    if not evals or evals[-1][0] < env_steps(sb3_steps):  # the final residual, evaluated
+        wall = wall_before + time.perf_counter() - start
+        res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed)
+        evals.append(
+            [env_steps(sb3_steps), wall, res["success_rate"], res.get("final_distance_m", -1.0)]
+        )
+        best = max(best, res["success_rate"])
+    last = evals[-1] if evals else None
+    result = {
+        "algorithm": fcfg.algorithm,
+        "reward": fcfg.reward,
+        "env_steps": env_steps(sb3_steps),
+        "wall_s": round(wall_before + time.perf_counter() - start, 2),
+        "base_success": base_eval["success_rate"],
+        "base_final_distance_m": base_eval.get("final_distance_m"),
+        "last_eval_success": last[2] if last else None,
+        "last_eval_final_distance_m": last[3] if last and last[3] >= 0 else None,
+        "best_eval_success": best,
+        "solved_at": solved,
+        "checkpoint": str(out),
+    }
+    checkpoint(sb3_steps, result)
+    eval_env.close()
+    plot_curve(
+        history,
+        evals,
+        out / "learning_curve.png",
+        f"{cfg.name}: residual {fcfg.algorithm}, {fcfg.reward} reward "
+        f"(base {base_eval['success_rate']:.0%})",
+    )
+    (out / "train.json").write_text(json.dumps(result, indent=2))
+    progress.show(
+        f"done: {result['env_steps']} env steps, {result['wall_s']:.0f} s, eval success "
+        f"{result['last_eval_success']} (base {base_eval['success_rate']:.0%})",
+        final=True,
+    )
+    return result
+
+
+class ResidualTrainer:
+    """Registered as trainer ``residual``: the ``finetune:`` section's type."""
+
+    @classmethod
+    def train(cls, cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
+        return train(cfg, out, resume)
+
+    @classmethod
+    def evaluate(cls, checkpoint: Path, options: Any) -> dict[str, Any]:
+        """What would be deployed: the checkpoint exported (CKPT/export) and served by the
+        ``residual_onnx`` policy in the experiment it was trained in, through the caller's
+        episode runner (in-process or over ROS 2, the safety filter in front)."""
+        from tether.policies.evaluation import evaluate_checkpoint
+        from tether.policies.residual.export import export_checkpoint
+
+        folder = export_checkpoint(checkpoint, "onnx", checkpoint / "export").parent
+        policy = {"type": "residual_onnx", "model": str(folder.resolve())}
+        summary = evaluate_checkpoint(checkpoint, options, policy)
+        summary["base_at_training"] = read_contract(checkpoint).get("base_eval")
+        return summary
+
+    @classmethod
+    def export(cls, checkpoint: Path, fmt: str, out: Path | None) -> Path:
+        from tether.policies.residual.export import export_checkpoint
+
+        return export_checkpoint(checkpoint, fmt, out)

@@ -1,0 +1,159 @@
+"""Insert: pick up a square peg standing on the table and push it into a square hole of a fixed
+fixture (docs/insert.md). A precision task: with 2 mm total clearance the peg must be placed
+within 1 mm, where a behaviour-cloned policy saturates.
+
+The task declares its two bodies (``bodies``), so no robot's scene file names them:
+
+- ``peg``: a free box ``peg_size`` x ``peg_size`` x ``peg_length`` (m) of ``peg_mass`` kg,
+  origin at its centre;
+- ``hole``: a fixture fixed to the world (four boxes around a square hole of side
+  ``peg_size + clearance``, ``fixture_height`` tall), origin at the hole's centre on the
+  table top, so the fixture's top is at ``hole.z + fixture_height``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tether.core.protocols import BodyShape, SimBackend, TaskBody
+from tether.sim.scene import GRIP_FRICTION, TABLE_FRICTION
+from tether.sim.tasks.config_tasks import InsertConfig
+
+PEG_RGBA = (0.2, 0.45, 0.85, 1.0)
+FIXTURE_RGBA = (0.75, 0.75, 0.72, 1.0)
+
+
+def _yaw_quat(yaw: float) -> np.ndarray:
+    """wxyz quaternion of a rotation ``yaw`` (rad) about world z."""
+    return np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
+
+
+def _rotation(quat: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3, 3) of a wxyz quaternion."""
+    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def fixture_shapes(hole: float, wall: float, height: float) -> tuple[BodyShape, ...]:
+    """Four walls around a square hole of side ``hole`` (m), ``wall`` thick and ``height``
+    tall, in the frame of the hole's centre on the table top."""
+    h, w, z = hole / 2, wall / 2, height / 2
+    return (
+        BodyShape(shape="box", size=(h + wall, w, z), pos=(0.0, h + w, z)),
+        BodyShape(shape="box", size=(h + wall, w, z), pos=(0.0, -h - w, z)),
+        BodyShape(shape="box", size=(w, h, z), pos=(h + w, 0.0, z)),
+        BodyShape(shape="box", size=(w, h, z), pos=(-h - w, 0.0, z)),
+    )
+
+
+class InsertTask:
+    """Reads and writes state only through ``body_pose`` / ``set_body_pose`` / ``ee_pose``."""
+
+    name = "insert"
+    objects: tuple[str, ...] = ("peg", "hole")
+
+    def __init__(self, cfg: InsertConfig | None = None) -> None:
+        self.cfg = c = cfg or InsertConfig()
+        # episode time limit (s of sim time); backends report truncated from then on
+        self.max_duration_s = c.max_duration_s
+        # side of the square hole (m)
+        self.hole_size = c.peg_size + c.clearance
+        self.bodies: tuple[TaskBody, ...] = (
+            TaskBody(
+                name="peg",
+                shapes=(
+                    BodyShape(shape="box", size=(c.peg_size / 2, c.peg_size / 2, c.peg_length / 2)),
+                ),
+                mass=c.peg_mass,
+                rgba=PEG_RGBA,
+                friction=GRIP_FRICTION,
+                pos=(0.5, 0.15, c.peg_length / 2),
+            ),
+            TaskBody(
+                name="hole",
+                shapes=fixture_shapes(self.hole_size, c.wall, c.fixture_height),
+                mass=0.0,
+                rgba=FIXTURE_RGBA,
+                friction=TABLE_FRICTION,
+                pos=(0.5, -0.15, 0.0),
+            ),
+        )
+
+    def reset(self, sim: SimBackend, rng: np.random.Generator) -> None:
+        """Stand the peg on the table and put the fixture on it: x, y and yaw of each uniform
+        in the configured ranges, redrawn (both) until their centres are ``min_separation``
+        apart."""
+        c = self.cfg
+        while True:
+            peg = rng.uniform(
+                (c.peg_x_range[0], c.peg_y_range[0]), (c.peg_x_range[1], c.peg_y_range[1])
+            )
+            hole = rng.uniform(
+                (c.hole_x_range[0], c.hole_y_range[0]), (c.hole_x_range[1], c.hole_y_range[1])
+            )
+            if np.linalg.norm(peg - hole) >= c.min_separation:
+                break
+        peg_yaw = rng.uniform(*c.peg_yaw_range)
+        hole_yaw = rng.uniform(*c.hole_yaw_range)
+        sim.set_body_pose("hole", np.array([*hole, 0.0]), _yaw_quat(hole_yaw))
+        sim.set_body_pose("peg", np.array([*peg, c.peg_length / 2]), _yaw_quat(peg_yaw))
+
+    # ---- measures ---------------------------------------------------------------------
+
+    def peg_bottom(self, sim: SimBackend) -> np.ndarray:
+        """World position (3,) of the centre of the peg's bottom face (m)."""
+        pos, quat = sim.body_pose("peg")
+        return pos - _rotation(quat)[:, 2] * (self.cfg.peg_length / 2)
+
+    def tilt(self, sim: SimBackend) -> float:
+        """Angle (rad) between the peg's axis and world z (0 = upright; either end down)."""
+        return float(np.arccos(min(1.0, abs(_rotation(sim.body_pose("peg")[1])[2, 2]))))
+
+    def offset_in_hole(self, sim: SimBackend) -> np.ndarray:
+        """The peg bottom's (x, y) from the hole's centre in the fixture's frame (m)."""
+        hole, quat = sim.body_pose("hole")
+        return (_rotation(quat).T @ (self.peg_bottom(sim) - hole))[:2]
+
+    def insertion(self, sim: SimBackend) -> float:
+        """How far (m) the peg's bottom is below the fixture's top (negative: above it)."""
+        top = sim.body_pose("hole")[0][2] + self.cfg.fixture_height
+        return float(top - self.peg_bottom(sim)[2])
+
+    # ---- Task -------------------------------------------------------------------------
+
+    def reward(self, sim: SimBackend) -> float:
+        """Dense reward in [0, 4], for debugging and shaping (the sparse reward is success):
+        reaching ``1 - tanh(10 * |tcp - peg top|)``; while the TCP is within 3 cm of the
+        peg's top, aligning ``1 - tanh(10 * |peg bottom - hole entry|)`` plus inserting
+        ``2 * clip(insertion / depth, 0, 1)`` (only with the peg's bottom inside the
+        hole)."""
+        c = self.cfg
+        pos, quat = sim.body_pose("peg")
+        top = pos + _rotation(quat)[:, 2] * (c.peg_length / 2)
+        reach = float(np.linalg.norm(sim.ee_pose()[0] - top))
+        reward = 1.0 - np.tanh(10.0 * reach)
+        if reach < 0.03:
+            hole = sim.body_pose("hole")[0]
+            entry = hole + np.array([0.0, 0.0, c.fixture_height])
+            reward += 1.0 - np.tanh(10.0 * float(np.linalg.norm(self.peg_bottom(sim) - entry)))
+            if self._inside(sim):
+                reward += 2.0 * float(np.clip(self.insertion(sim) / c.depth, 0.0, 1.0))
+        return float(reward)
+
+    def success(self, sim: SimBackend) -> bool:
+        """The peg's bottom is inside the hole, at least ``depth`` (2 cm) below the fixture's
+        top, and the peg is tilted by at most ``max_tilt`` from upright."""
+        return (
+            self._inside(sim)
+            and self.insertion(sim) >= self.cfg.depth
+            and self.tilt(sim) <= self.cfg.max_tilt
+        )
+
+    def _inside(self, sim: SimBackend) -> bool:
+        return bool(np.all(np.abs(self.offset_in_hole(sim)) <= self.hole_size / 2))

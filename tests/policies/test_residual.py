@@ -1,0 +1,414 @@
+"""Residual RL fine-tuning (tether.policies.residual): the residual model's contract, the env
+around a frozen base, checkpoints, export and the fast learning case (reach with a base that
+has a known bias)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+
+from tether.core.config import load_config  # noqa: E402
+from tether.core.errors import ConfigError  # noqa: E402
+from tether.policies.residual.model import NumpyNormaliser, ResidualMLP  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENT = REPO / "configs/experiments/panda_reach_residual.yaml"
+LIFT_MODEL = REPO / "models/panda_lift_diffusion"
+
+
+def make_model(obs_dim: int = 9, dim: int = 3, init: float = 1e-3, seed: int = 0) -> ResidualMLP:
+    torch.manual_seed(seed)
+    g = np.random.default_rng(seed)
+    return ResidualMLP(
+        g.normal(size=obs_dim),
+        g.uniform(0.5, 2.0, obs_dim),
+        np.array([-1.0, -2.0, 0.0])[:dim],
+        np.array([1.0, 2.0, 0.04])[:dim],
+        scale=0.1,
+        hidden=(32, 32),
+        last_layer_init=init,
+    )
+
+
+def test_zero_init_outputs_exactly_zero() -> None:
+    model = make_model(init=0.0)
+    x = torch.randn(64, 9) * 10
+    a = torch.randn(64, 3)
+    assert torch.equal(model(x, a), torch.zeros(64, 3))
+
+
+def test_residual_never_exceeds_its_scale() -> None:
+    model = make_model(init=1.0)
+    with torch.no_grad():  # saturate the tanh on purpose
+        for layer in model.linears:
+            layer.weight.mul_(100.0)
+    out = model(torch.randn(2000, 9) * 100, torch.randn(2000, 3) * 100)
+    limit = torch.tensor([0.1, 0.2, 0.002])
+    assert torch.allclose(model.limit, limit)
+    assert (out.abs() <= limit + 1e-7).all()
+    assert (out.abs().amax(0) > 0.99 * limit).all()  # and it does reach it
+
+
+def test_numpy_normaliser_matches_the_model() -> None:
+    model = make_model()
+    norm = NumpyNormaliser(model)
+    x, a = np.random.default_rng(1).normal(size=9), np.array([0.3, -1.0, 0.01])
+    ref = model.features(torch.tensor(x[None], dtype=torch.float32), torch.tensor(a[None]))
+    np.testing.assert_allclose(norm.features(x, a), ref[0].numpy(), atol=1e-6)
+
+
+def test_finetune_section_is_validated() -> None:
+    cfg = load_config(EXPERIMENT)
+    assert cfg.finetune is not None and cfg.finetune.type == "residual"
+    with pytest.raises(ConfigError, match="finetune.scale"):
+        load_config(EXPERIMENT, ["finetune.scale=2"])
+    with pytest.raises(ConfigError, match=r"finetune\.sacle: unknown field"):
+        load_config(EXPERIMENT, ["finetune.sacle=0.1"])
+
+
+def test_finetune_without_section_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from tether.cli.main import main
+
+    code = main(["finetune", str(REPO / "configs/experiments/panda_reach_expert.yaml")])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "no finetune: section" in err and "\n" not in err
+
+
+def test_serving_imports_without_torch() -> None:
+    code = (
+        "import sys, tether.policies.residual.serve; "
+        "bad = [m for m in ('torch', 'mujoco', 'stable_baselines3') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_export_parity(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from tether.policies.residual.export import export_residual, parity
+
+    model = make_model(obs_dim=16, dim=3, init=0.5)
+    offset = np.array([0.0, 0.05, 0.0])
+    path = export_residual(model, ["state", "env_state"], [9, 7], tmp_path, offset)
+    assert parity(model, [9, 7], path, offset) <= 1e-4
+
+
+class FiveRowBase:
+    """A fake chunked base: 5-row chunks (row i = query count + i), observes in between."""
+
+    contract = {"observation_keys": ["state"]}
+
+    def __init__(self) -> None:
+        self.asked, self.observed = 0, 0
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs):  # noqa: ANN001, ANN201
+        from tether.core.types import ActionChunk
+
+        self.asked += 1
+        rows = self.asked * 10 + np.arange(5, dtype=np.float32)[:, None]
+        return ActionChunk(rows, 0.01, obs.stamp_ns)
+
+    def observe(self, obs) -> None:  # noqa: ANN001
+        self.observed += 1
+
+
+@pytest.mark.parametrize("replan", ["policy", "chunk_end"])
+def test_base_executor_schedules(replan: str) -> None:
+    from tether.core.types import Observation
+    from tether.policies.residual.base_executor import BaseExecutor
+
+    base = FiveRowBase()
+    ex = BaseExecutor(base, replan)  # type: ignore[arg-type]
+    rows = [
+        float(ex.row(Observation({"state": np.zeros(1)}, stamp_ns=k * 10_000_000))[0])
+        for k in range(12)
+    ]
+    if replan == "chunk_end":  # each chunk runs to its end: rows 10..14, 20..24, 30, 31
+        assert rows == [10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 30, 31]
+        assert (base.asked, base.observed) == (3, 9)
+    else:  # asked every step, its row for now is the first
+        assert rows == [10 * (k + 1) for k in range(12)] and base.asked == 12
+
+
+# ---- with a simulator ------------------------------------------------------------------
+
+
+mujoco = pytest.mark.mujoco
+
+
+def _env(overrides: list[str] | None = None, squash: bool = True):  # noqa: ANN202
+    pytest.importorskip("mujoco")
+    from tether.policies.residual.env import ResidualEnv
+
+    cfg = load_config(EXPERIMENT, overrides or [])
+    assert cfg.finetune is not None
+    return cfg, ResidualEnv(cfg, cfg.finetune, None, squash=squash)
+
+
+@mujoco
+def test_zero_residual_reproduces_the_base_exactly() -> None:
+    """The env with a zero-init residual applies what the base + the safety filter apply
+    in the in-process loop (tether.sim.loop), step for step."""
+    from tether.core.types import ActionChunk
+    from tether.sim.loop import run_local_episode
+    from tether.sim.runner import SimRunner
+
+    cfg, env = _env()
+    offset = np.asarray(cfg.finetune.base_offset, np.float32)
+    model = ResidualMLP(
+        np.zeros(env.obs_dim), np.ones(env.obs_dim), env.robot_spec.action.low_array(),
+        env.robot_spec.action.high_array(), 0.1, (16,), last_layer_init=0.0,
+    )  # fmt: skip
+    env.normaliser = NumpyNormaliser(model)
+    obs, _ = env.reset(seed=cfg.episodes.seed)
+    applied, done = [], False
+    while not done:
+        residual = model.from_features(torch.as_tensor(obs[None]))[0].detach().numpy()
+        assert not residual.any()
+        obs, _, term, trunc, info = env.step_residual(residual)
+        applied.append(info["applied"])
+        done = term or trunc
+
+    class Biased:
+        """The experiment's policy plus the known offset (what the env's base is)."""
+
+        def __init__(self, base) -> None:  # noqa: ANN001
+            self.base, self.contract = base, base.contract
+
+        def reset(self) -> None:
+            self.base.reset()
+
+        def act(self, o):  # noqa: ANN001, ANN202
+            c = self.base.act(o)
+            return ActionChunk(c.actions + offset, c.dt, c.t0_ns)
+
+    runner = SimRunner(cfg)
+    seen: list[np.ndarray] = []
+    step = runner.backend.step
+    runner.backend.step = lambda a: (seen.append(np.asarray(a)), step(a))[1]  # type: ignore[method-assign]
+    from tether.core.experiment import build_policy
+
+    run_local_episode(cfg, runner, Biased(build_policy(cfg, runner.spec)))
+    assert len(seen) == len(applied)
+    np.testing.assert_array_equal(np.stack(seen), np.stack(applied))
+
+
+@mujoco
+def test_env_bounds_the_residual_and_keeps_the_safety_filter() -> None:
+    """A saturated learner action gives a residual of exactly +limit, and base + residual
+    reaches the backend through the same SafetyFilter calls as the sim bridge's."""
+    from tether.core.safety import SafetyFilter
+
+    cfg, env = _env()
+    assert np.all(np.abs(env.to_residual(np.full(8, -1e9))) <= env.limit)
+    env.reset(seed=3)
+    measured = env.measured().copy()
+    t_s = env.obs.stamp_ns * 1e-9
+    command = env.base_action + env.limit
+    _, _, _, _, info = env.step(np.full(env.robot_spec.action.dim, 1e6))
+    ref = SafetyFilter(env.robot_spec, cfg.safety)
+    ref.reset(measured)
+    ref.command(command, t_s, valid_s=env.robot_spec.dt)
+    expected, stale = ref.output(t_s, measured)
+    assert not stale
+    np.testing.assert_array_equal(info["applied"], expected)
+    # the rate limit bit: what reached the simulator is not the raw command
+    assert not np.allclose(info["applied"], command)
+
+
+@mujoco
+def test_offpolicy_is_resfit_shaped() -> None:
+    """SAC with LayerNorm critics, n-step returns, UTD x envs updates per step, a zero
+    residual at start, and a replay buffer warm-started with base-only transitions."""
+    from stable_baselines3.common.buffers import NStepReplayBuffer
+    from stable_baselines3.common.vec_env import DummyVecEnv
+    from torch import nn
+
+    from tether.policies.residual import offpolicy
+
+    cfg, env = _env(["finetune.hidden=[16]", "finetune.last_layer_init=0"], squash=False)
+    fcfg = cfg.finetune
+    model = ResidualMLP(
+        np.zeros(env.obs_dim), np.ones(env.obs_dim), env.robot_spec.action.low_array(),
+        env.robot_spec.action.high_array(), 0.1, (16,), last_layer_init=0.0,
+    )  # fmt: skip
+    env.normaliser = NumpyNormaliser(model)
+    venv = DummyVecEnv([lambda: env])
+    algo = offpolicy.make_sac(venv, fcfg, model)
+    for q in algo.critic.q_networks:
+        assert any(isinstance(m, nn.LayerNorm) for m in q)
+    assert isinstance(algo.replay_buffer, NStepReplayBuffer)
+    assert algo.replay_buffer.n_steps == fcfg.offpolicy.n_step
+    assert algo.gradient_steps == fcfg.offpolicy.utd
+    assert not algo.policy.actor.mu.weight.any()
+    assert offpolicy.warm_start(algo, venv, 30) == 30
+    assert algo.replay_buffer.size() == 30
+    assert not algo.replay_buffer.actions[:30].any()
+
+
+@mujoco
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["ppo", "offpolicy"])
+def test_checkpoint_round_trip_and_resume(tmp_path: Path, algorithm: str) -> None:
+    """A short run writes safetensors + contract.json; the model reloads to the same
+    outputs; --resume restores the learner (weights and optimizer) and keeps counting."""
+    from safetensors.torch import load_file
+
+    from tether.policies.residual.checkpoint import load_model
+    from tether.policies.residual.trainer import train
+
+    args = ["finetune.total_env_steps=1200", "finetune.eval_every_steps=400",
+            "finetune.eval_episodes=1", "finetune.hidden=[16]",
+            f"finetune.algorithm={algorithm}", "finetune.offpolicy.utd=1",
+            "finetune.offpolicy.base_rollout_steps=200"]  # fmt: skip
+    cfg = load_config(EXPERIMENT, args)
+    first = train(cfg, tmp_path, resume=False)
+    assert first["env_steps"] >= 1200
+    assert not list(tmp_path.glob("*.pkl")) and not list(tmp_path.glob("*.zip"))
+    model, contract = load_model(tmp_path)
+    assert contract["trainer"] == "residual" and contract["algorithm"] == algorithm
+    x = torch.randn(5, model.obs_dim)
+    a = torch.randn(5, model.action_dim)
+    saved = load_file(str(tmp_path / "model.safetensors"))
+    again = ResidualMLP(
+        saved["obs_offset"].numpy(), saved["obs_scale"].numpy(),
+        (saved["act_mid"] - saved["act_half"]).numpy(),
+        (saved["act_mid"] + saved["act_half"]).numpy(), 0.1, [16],
+    )  # fmt: skip
+    again.load_state_dict(saved)
+    assert torch.equal(again(x, a), model(x, a))
+    learner = load_file(str(tmp_path / "learner.safetensors"))
+    assert any(k.startswith("opt/") for k in learner)
+    # resuming with nothing left to do writes back exactly what it restored
+    train(cfg, tmp_path, resume=True)
+    restored = load_file(str(tmp_path / "learner.safetensors"))
+    assert restored.keys() == learner.keys()
+    assert all(torch.equal(restored[k], learner[k]) for k in learner)
+    cfg2 = load_config(EXPERIMENT, [*args[1:], "finetune.total_env_steps=2000"])
+    second = train(cfg2, tmp_path, resume=True)
+    assert second["env_steps"] >= 2000
+    # the resumed learner started from the saved one: its weights moved on from there
+    resumed = load_file(str(tmp_path / "learner.safetensors"))
+    assert resumed.keys() == learner.keys()
+    assert (
+        json.loads((tmp_path / "contract.json").read_text())["base_eval"] == contract["base_eval"]
+    )
+
+
+@mujoco
+@pytest.mark.slow
+def test_export_serves_base_plus_residual(tmp_path: Path) -> None:
+    """A checkpoint on an ONNX base (the shipped lift diffusion model) exports to one folder
+    whose residual_onnx policy equals base row + offset + torch residual (<= 1e-4)."""
+    pytest.importorskip("onnxruntime")
+    from tether.core.experiment import robot_spec
+    from tether.core.types import Observation
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.residual.checkpoint import save_checkpoint
+    from tether.policies.residual.config import ResidualOnnxConfig
+    from tether.policies.residual.export import export_checkpoint
+    from tether.policies.residual.serve import ResidualOnnxPolicy
+    from tether.policies.runtime import OnnxPolicy
+
+    cfg = load_config(REPO / "configs/experiments/panda_lift_diffusion.yaml")
+    spec = robot_spec(cfg)
+    g = np.random.default_rng(0)
+    model = ResidualMLP(
+        np.zeros(16), np.ones(16), spec.action.low_array(), spec.action.high_array(), 0.1,
+        (32, 32), last_layer_init=0.5,
+    )  # fmt: skip
+    offset = [0.0, 0.02, 0, 0, 0, 0, 0, 0]
+    contract = {
+        "algorithm": "ppo", "robot": "panda", "action_names": list(spec.action.names),
+        "control_hz": spec.control_hz, "observation_keys": ["state", "env_state"],
+        "observation_sizes": [9, 7], "base": {"model": str(LIFT_MODEL), "offset": offset},
+        "experiment": {"name": "x"},
+    }  # fmt: skip
+    ckpt = save_checkpoint(tmp_path / "ckpt", model, contract)
+    meta_path = export_checkpoint(ckpt, "onnx", tmp_path / "export")
+    meta = json.loads(meta_path.read_text())
+    assert meta["format"] == "tether-residual/1" and meta["residual"]["parity_max_abs"] <= 1e-4
+    served = ResidualOnnxPolicy(ResidualOnnxConfig(model=tmp_path / "export"), spec, cfg.task)
+    base = OnnxPolicy(OnnxPolicyConfig(model=LIFT_MODEL), spec, cfg.task)
+    for k in range(30):  # more than one chunk: 8 rows of 33 ms are executed per plan
+        obs = Observation(
+            {"state": g.uniform(-0.5, 0.5, 9).astype(np.float32),
+             "env_state": g.uniform(-0.5, 0.5, 7).astype(np.float32)},
+            stamp_ns=k * 10_000_000,
+        )  # fmt: skip
+        got = served.act(obs).actions[0]
+        row = base.act(obs).action_at(obs.stamp_ns) + np.float32(offset)
+        x = np.concatenate([obs["state"], obs["env_state"]])[None]
+        with torch.no_grad():
+            ref = row + model(torch.tensor(x), torch.tensor(row[None]))[0].numpy()
+        np.testing.assert_allclose(got, ref, atol=1e-4)
+    assert served.executor.queries == 30  # asked every step: it replans on its own
+    assert served.base.inferences == 2  # type: ignore[attr-defined]
+
+
+@mujoco
+@pytest.mark.slow
+def test_ppo_residual_removes_a_known_bias(tmp_path: Path) -> None:
+    """Reach with a base whose shoulder and elbow are offset by 0.06 rad (it stops ~6 cm
+    from the target; 2 cm counts): PPO with dense reward, within 60,000 env steps (about a
+    minute here), succeeds on most unseen seeds and more than halves the final TCP error."""
+    from tether.policies.residual.trainer import train
+
+    cfg = load_config(EXPERIMENT, ["finetune.total_env_steps=60000", "finetune.eval_episodes=10"])
+    result = train(cfg, tmp_path, resume=False)
+    assert result["env_steps"] <= 60000 + 800  # the budget, give or take one rollout
+    assert result["base_success"] <= 0.1
+    assert result["last_eval_success"] >= 0.6
+    assert result["last_eval_final_distance_m"] < 0.5 * result["base_final_distance_m"]
+    assert (tmp_path / "learning_curve.png").is_file()
+    # what would be deployed (exported ONNX, residual_onnx policy, the in-process loop with
+    # the sim bridge's runner and safety filter) does what the training env measured
+    from tether.cli.train import EvalOptions
+    from tether.policies.residual.trainer import ResidualTrainer
+
+    opts = EvalOptions(episodes=10, seed=cfg.finetune.eval_seed, out=tmp_path / "eval", video=False)
+    summary = ResidualTrainer.evaluate(tmp_path, opts)
+    assert abs(summary["success_rate"] - result["last_eval_success"]) <= 0.1
+
+
+@pytest.mark.slow
+def test_fused_graph_equals_two_graphs(tmp_path: Path) -> None:
+    """The fused layout (measured against the two-graph export in docs/residual_rl.md)
+    computes the same action as base graph -> residual graph."""
+    ort = pytest.importorskip("onnxruntime")
+    from tether.policies.residual.checkpoint import save_checkpoint
+    from tether.policies.residual.export import export_checkpoint
+    from tether.policies.residual.latency import fuse
+
+    meta = json.loads((LIFT_MODEL / "model.json").read_text())
+    low, high = np.zeros(8, np.float32) - 1, np.ones(8, np.float32)
+    model = ResidualMLP(np.zeros(16), np.ones(16), low, high, 0.1, (32,), last_layer_init=0.5)
+    contract = {
+        "algorithm": "ppo", "robot": "panda", "action_names": meta["action_names"],
+        "control_hz": 100.0, "observation_keys": ["state", "env_state"],
+        "observation_sizes": [9, 7], "base": {"model": str(LIFT_MODEL), "offset": None},
+        "experiment": {"name": "x"},
+    }  # fmt: skip
+    ckpt = save_checkpoint(tmp_path / "ckpt", model, contract)
+    export_checkpoint(ckpt, "onnx", tmp_path / "export")
+    fused = ort.InferenceSession(str(fuse(tmp_path / "export", tmp_path / "fused.onnx")))
+    base = ort.InferenceSession(str(tmp_path / "export/base/model.onnx"))
+    res = ort.InferenceSession(str(tmp_path / "export/residual.onnx"))
+    g = np.random.default_rng(0)
+    feeds = {i["name"]: g.uniform(-0.5, 0.5, i["shape"]).astype(np.float32) for i in meta["inputs"]}
+    chunk = base.run(None, feeds)[0]
+    two = res.run(None, {"state": feeds["state"][:, -1], "env_state": feeds["env_state"][:, -1],
+                         "base_action": chunk[:, 0]})[0]  # fmt: skip
+    np.testing.assert_allclose(fused.run(None, feeds)[0], two, atol=1e-5)
