@@ -6,6 +6,7 @@ the two differ only in how observations and chunks travel.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,22 @@ from tether.core.types import ActionChunk, Observation, StepResult
 
 # state layout of a mobile base whose geofence the safety filter checks (husky_spec)
 ODOM_POSE = ("odom_x", "odom_y", "odom_yaw")
+
+
+def cameras_due(
+    cameras: Iterable[CameraSpec], stamp_ns: int, next_ns: dict[str, int]
+) -> list[CameraSpec]:
+    """Cameras whose next frame (at their fps, in sim time) is due at ``stamp_ns``; advances
+    each due camera's entry of ``next_ns`` (ns, by name; a missing entry is due at once) to
+    its first frame time after ``stamp_ns``."""
+    due = []
+    for cam in cameras:
+        nxt = next_ns.get(cam.name, 0)
+        if stamp_ns >= nxt:
+            due.append(cam)
+            period = round(1e9 / cam.fps)
+            next_ns[cam.name] = nxt + period * max(1, (stamp_ns - nxt) // period + 1)
+    return due
 
 
 class SimRunner:
@@ -153,16 +170,7 @@ class SimRunner:
     def cameras_due(self) -> list[CameraSpec]:
         """Cameras whose next frame (at their fps, in sim time) is due now."""
         assert self.obs is not None
-        due = []
-        for cam in self.spec.cameras:
-            nxt = self._camera_next.get(cam.name, 0)
-            if self.obs.stamp_ns >= nxt:
-                due.append(cam)
-                period = round(1e9 / cam.fps)
-                self._camera_next[cam.name] = nxt + period * max(
-                    1, (self.obs.stamp_ns - nxt) // period + 1
-                )
-        return due
+        return cameras_due(self.spec.cameras, self.obs.stamp_ns, self._camera_next)
 
     def summary(self) -> dict[str, Any]:
         """Episode result: success, steps, return, achieved rate, latency samples."""

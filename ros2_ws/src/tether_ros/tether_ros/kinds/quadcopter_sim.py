@@ -44,6 +44,7 @@ from tether.core.timing import LatencyTracker, now_ns
 from tether.core.types import Observation, StepResult
 from tether.sim.drone_bridge import Drone, DroneFleet
 from tether.sim.quadrotor.dynamics import quat_yaw
+from tether.sim.runner import cameras_due
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
 from tether_ros.kinds.quadcopter import drone_topic
@@ -137,15 +138,7 @@ class FleetRunner:
 
     def cameras_due(self) -> list[CameraSpec]:
         """Cameras whose next frame (at their fps, in sim time) is due now."""
-        stamp = self.fleet.stamp_ns
-        due = []
-        for cam in self.spec.cameras:
-            nxt = self._camera_next.get(cam.name, 0)
-            if stamp >= nxt:
-                due.append(cam)
-                period = round(1e9 / cam.fps)
-                self._camera_next[cam.name] = nxt + period * max(1, (stamp - nxt) // period + 1)
-        return due
+        return cameras_due(self.spec.cameras, self.fleet.stamp_ns, self._camera_next)
 
     def summary(self) -> dict[str, Any]:
         """Episode result: success, steps, return, sim time, achieved rate."""
@@ -333,14 +326,7 @@ class DroneBridge(EpisodeBridge):
         if (not commanded or waited_s > timeout_s) and self._recorded():
             self._step()
         elif self._resend_due():
-            # sensor QoS is best effort: re-send a possibly lost observation, images included
-            self._publish_obs(resend=True)
-            if self._held and waited_s > 5.0:
-                self.node.get_logger().warning(
-                    "waiting for the recorder to take in the observation "
-                    f"(ros.wait_for_recorder), {waited_s:.0f} s",
-                    throttle_duration_sec=5.0,
-                )
+            self._resend(waited_s)
 
     def _step(self) -> None:
         self._held = False

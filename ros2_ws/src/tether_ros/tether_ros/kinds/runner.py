@@ -270,6 +270,17 @@ class EpisodeBridge:
         if not self.world.done and (now_ns() - self._last_send) * 1e-9 >= IDLE_PERIOD_S:
             self._publish_obs()
 
+    def _resend(self, waited_s: float) -> None:
+        """Re-send the current observation (sensor QoS is best effort: it may have been
+        lost), images included; say so when it is the recorder that holds the step."""
+        self._publish_obs(resend=True)
+        if self._held and waited_s > 5.0:
+            self.node.get_logger().warning(
+                "waiting for the recorder to take in the observation "
+                f"(ros.wait_for_recorder), {waited_s:.0f} s",
+                throttle_duration_sec=5.0,
+            )
+
     def _resend_due(self) -> bool:
         return (now_ns() - self._last_send) * 1e-9 > RESEND_S
 
@@ -508,14 +519,7 @@ class RunnerBridge(EpisodeBridge):
         if self._got_action and waited_s > self.cfg.ros.lockstep_timeout_s and self._recorded():
             self._step()  # the policy went quiet: the watchdog in the safety filter holds
         elif self._resend_due():
-            # sensor QoS is best effort: re-send a possibly lost observation, images included
-            self._publish_obs(resend=True)
-            if self._held and waited_s > 5.0:
-                self.node.get_logger().warning(
-                    "waiting for the recorder to take in the observation "
-                    f"(ros.wait_for_recorder), {waited_s:.0f} s",
-                    throttle_duration_sec=5.0,
-                )
+            self._resend(waited_s)
 
     def _step(self) -> None:
         self._held = False
