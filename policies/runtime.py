@@ -32,10 +32,14 @@ PROVIDERS = {
 def _import_ort() -> Any:
     try:
         import onnxruntime as ort
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "onnxruntime":
+            raise TetherError(f"onnxruntime could not be imported: {exc}") from exc
         raise TetherError(
             "onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)"
         ) from None
+    except ImportError as exc:
+        raise TetherError(f"onnxruntime is installed but could not be imported: {exc}") from exc
     return ort
 
 

@@ -153,3 +153,41 @@ def test_onnx_policy_type_is_registered(tmp_path: Path) -> None:
     data["policy"] = {"type": "onnx", "model": "m.onnx", "providers": ["npu"]}
     with pytest.raises(ConfigError, match="policy.providers"):
         parse_experiment(data)
+
+
+def test_onnxruntime_that_fails_to_import_is_not_called_missing(monkeypatch):
+    """An installed onnxruntime whose import fails (a broken install, an import cut short)
+    says so and why, instead of telling the user to install it."""
+    import builtins
+
+    from tether.policies import runtime
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "onnxruntime":
+            raise ImportError("cannot import name 'InferenceSession' (partially initialized)")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(TetherError, match="installed but could not be imported.*partially"):
+        runtime._import_ort()
+
+
+def test_missing_onnxruntime_says_how_to_install(monkeypatch):
+    import builtins
+
+    from tether.policies import runtime
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "onnxruntime":
+            raise ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(TetherError, match="not installed: pip install onnxruntime"):
+        runtime._import_ort()

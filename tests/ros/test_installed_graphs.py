@@ -45,6 +45,7 @@ from tether.core.config import load_config  # noqa: E402
 from tether.core.experiment import robot_spec  # noqa: E402
 from tether.sim.factory import robot_kind  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
+from tether_ros.chunk_executor import ACTION_CHUNK  # noqa: E402
 from tether_ros.drivers.jtc_arm import driver_names  # noqa: E402
 from tether_ros.drivers.ros_io import driver_topic  # noqa: E402
 from tether_ros.graph import NodeSpec, graph_env, plan_graph  # noqa: E402
@@ -141,6 +142,13 @@ def _command_probe(node: Node, cfg, nodes: list[NodeSpec]) -> list[object]:
     if hw is not None and hw.type == "twist_base":
         topic = driver_topic(hw.driver_namespace, itf.CMD_VEL)
         node.create_subscription(Twist, topic, got.append, itf.COMMAND_QOS)
+        return got
+    if any(n.name == "chunk_executor" for n in nodes):
+        # the executor holds the measured position from its first joint state on: the
+        # graph's first *policy* action is the policy server's first chunk
+        for ns in sorted({n.namespace.strip("/") for n in nodes if n.name == "chunk_executor"}):
+            full = f"/{ns}/{ACTION_CHUNK}" if ns else f"/{ACTION_CHUNK}"
+            node.create_subscription(JointTrajectory, full, got.append, itf.COMMAND_QOS)
         return got
     kind = robot_kind(cfg.robot)
     msg_type, topic = {

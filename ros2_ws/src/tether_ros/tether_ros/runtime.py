@@ -86,8 +86,12 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=SIGNAL_POLL_S)
     except TetherError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        code = 2
+        if not stop.is_set():
+            print(f"error: {exc}", file=sys.stderr)
+            code = 2
+        # else: Ctrl-C landed while the node was being built, and the code it interrupted
+        # (an import, a driver wait) reported the interruption as its own failure: the
+        # user asked to stop, so this is a clean stop, not a misleading error
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RCLError:
