@@ -86,6 +86,16 @@ class FinetuneConfig(ComponentConfig):
     # stop when the evaluated success rate reaches this
     success_target: float = Field(1.0, gt=0, le=1)
     n_envs: int = Field(8, ge=1)
+    # where the n_envs training envs run (policies/residual/workers.py): "inline", all in
+    # the trainer's process (SB3's DummyVecEnv); "local", worker processes on this machine;
+    # "ray", the same workers as Ray actors. Inline by default: on the reach case local
+    # workers were slower on a 2-core machine (docs/residual_rl.md, "Parallel rollouts")
+    workers: Literal["inline", "local", "ray"] = "inline"
+    # rollout workers, each stepping n_envs / n_workers envs (0: min(n_envs, CPU count))
+    n_workers: int = Field(0, ge=0)
+    # workers: ray: the cluster to join ("auto": the one this machine belongs to); None
+    # starts a local Ray (a running one, ray.init before the run, is used as it is)
+    ray_address: str | None = None
     seed: int = 0
     # episodes of base-only rollouts for observation statistics (keys without a
     # normalization in the base's contract)

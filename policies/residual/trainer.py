@@ -12,7 +12,6 @@ written each time, so a killed run resumes from its last evaluation) -> until
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 
 from tether.core.config import ExperimentConfig, dump_config
 from tether.core.errors import TetherError
+from tether.policies.progress import Progress
 from tether.policies.residual.checkpoint import (
     as_list,
     load_learner,
@@ -33,26 +33,10 @@ from tether.policies.residual.checkpoint import (
 from tether.policies.residual.config import FinetuneConfig
 from tether.policies.residual.env import ResidualEnv, observation_stats
 from tether.policies.residual.model import NumpyNormaliser, ResidualMLP
+from tether.policies.residual.workers import make_venv
 
 # seeds of the observation-statistics rollouts (apart from training and evaluation seeds)
 STATS_SEED = 50_000
-
-
-class Progress:
-    """One status line, redrawn in place on a terminal (a line every few seconds otherwise)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.tty = sys.stdout.isatty()
-        self._last = 0.0
-
-    def show(self, text: str, final: bool = False) -> None:
-        line = f"[{self.label}] {text}"
-        if self.tty:
-            print(f"\r{line:<110}", end="\n" if final else "", flush=True)
-        elif final or time.monotonic() - self._last > 5.0:
-            self._last = time.monotonic()
-            print(line, flush=True)
 
 
 def plot_curve(
@@ -167,7 +151,6 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     """Fine-tune; writes the checkpoint, learning_curve.png and train.json to ``out``."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
     if not isinstance(cfg.finetune, FinetuneConfig):
         raise TetherError(f"{cfg.name}: no finetune: section of type residual")
@@ -206,11 +189,14 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     base_eval = prev.get("base_eval") or evaluate(
         eval_env, None, fcfg.eval_episodes, fcfg.eval_seed
     )
-    venv = DummyVecEnv(
-        [lambda: ResidualEnv(cfg, fcfg, norm, squash=squash) for _ in range(fcfg.n_envs)]
-    )
-    venv.seed(fcfg.seed + int(state.get("env_steps", 0)))
-    algo = mod.make_ppo(venv, fcfg, model) if squash else mod.make_sac(venv, fcfg, model)
+    # finetune.workers: inline (DummyVecEnv), local processes or Ray actors (workers.py)
+    venv = make_venv(cfg, fcfg, norm, squash=squash)
+    try:
+        venv.seed(fcfg.seed + int(state.get("env_steps", 0)))
+        algo = mod.make_ppo(venv, fcfg, model) if squash else mod.make_sac(venv, fcfg, model)
+    except BaseException:
+        venv.close()
+        raise
     if resume:
         _restore(algo, mod, load_learner(out), prev.get("optimizer", {}))
     done_before = int(state.get("env_steps", 0))
