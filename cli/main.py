@@ -123,8 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="run a checkpoint closed-loop over seeded episodes")
     ev.add_argument(
         "checkpoint",
-        help="checkpoint directory (holds contract.json) or exported model folder (model.onnx "
-        "+ model.json, e.g. models/panda_lift_diffusion)",
+        help="checkpoint directory (holds contract.json) or exported model folder (model.json "
+        "+ model.onnx, e.g. models/panda_lift_diffusion; or a base + residual folder, "
+        "model.json + residual.onnx + base/, e.g. models/panda_insert_residual)",
     )
     ev.add_argument("overrides", nargs="*", help="dotted overrides of the checkpoint's experiment")
     ev.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")

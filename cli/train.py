@@ -28,9 +28,8 @@ from tether.core import registry
 from tether.core.config import load_config
 from tether.core.errors import TetherError
 from tether.core.paths import find_given
+from tether.policies.checkpoint_io import CONTRACT
 from tether.policies.evaluation import EpisodeRunner
-
-CONTRACT = "contract.json"
 
 
 @dataclass
@@ -122,8 +121,15 @@ def run_export(checkpoint: str, fmt: str, out: str | None) -> int:
 def _export_exported(model: Path, fmt: str, out: Path | None) -> int:
     """`tether export` of an already exported folder: a TensorRT engine from its ONNX file
     (on the target GPU); ONNX is what it already is (copied to ``out`` when one is given)."""
+    from tether.policies.residual.serve import residual_format
     from tether.policies.runtime import MODEL_FILE, read_contract
 
+    if residual_format(model):
+        raise TetherError(
+            f"{model} is an exported base + residual folder (residual.onnx, base/): it is "
+            "already what `tether export` makes of a finetune checkpoint; serve it with "
+            "policy type residual_onnx (a TensorRT build of its graphs is not supported yet)"
+        )
     read_contract(model / MODEL_FILE)  # a clear error if it is not a Tether model
     if fmt == "tensorrt":
         from tether.policies.diffusion.export import build_tensorrt

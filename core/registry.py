@@ -70,6 +70,12 @@ class Entry:
     options: Mapping[str, str] = field(default_factory=dict)
 
 
+# a policy option: how the policy must be served over ROS 2. PER_OBSERVATION: it answers
+# each observation with that step's action computed from it (a per-step residual), so a
+# chunk executor, which runs rows planned earlier, cannot serve it
+SERVING = "serving"
+PER_OBSERVATION = "per_observation"
+
 _REGISTRY: dict[str, dict[str, Entry]] = {}
 # plugin modules already merged into _REGISTRY
 _LOADED: set[str] = set()
@@ -135,6 +141,11 @@ def entry(kind: str, type_: str) -> Entry:
     except KeyError:
         known = ", ".join(available(kind)) or "none"
         raise ConfigError(f"unknown {kind} type '{type_}' (available: {known})") from None
+
+
+def served_per_observation(policy_type: str) -> bool:
+    """Whether the policy type must answer every observation (option SERVING)."""
+    return entry("policy", policy_type).options.get(SERVING) == PER_OBSERVATION
 
 
 def _resolve(path: str) -> Any:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from tether.core import registry
 from tether.core.config import apply_overrides
 from tether.core.errors import TetherError
 
@@ -52,15 +53,26 @@ def episode_experiment(
     experiment: dict[str, Any], options: Any, policy: dict[str, Any]
 ) -> dict[str, Any]:
     """``experiment`` with ``policy`` in place of its own, the evaluation's episodes and the
-    user's overrides (``options.sim`` among them)."""
+    user's overrides (``options.sim`` among them).
+
+    A policy served per observation (registry option, e.g. ``residual_onnx``: the residual
+    corrects every control step from the latest observation) has the policy server answer
+    each observation over ROS 2: ``ros.chunked`` (which the experiment may have inherited
+    from its base's, a diffusion policy served in chunks) is turned off before the user's
+    overrides (where the graph refuses it, tether_ros.graph)."""
     data = dict(experiment)
     data.pop("train", None)
+    data.pop("finetune", None)
     data["policy"] = dict(policy)
     data["episodes"] = {
         **data.get("episodes", {}),
         "count": options.episodes,
         "seed": options.seed,
     }
+    if registry.served_per_observation(str(policy.get("type"))) and isinstance(
+        data.get("ros"), dict
+    ):
+        data["ros"] = {**data["ros"], "chunked": False}
     overrides = list(options.overrides)
     if options.sim:
         overrides.append(f"sim.type={options.sim}")
@@ -68,12 +80,21 @@ def episode_experiment(
 
 
 def evaluate_model(model_dir: Path, options: Any) -> dict[str, Any]:
-    """Evaluate an exported model folder (model.onnx + model.json, as in ``models/``) in the
-    experiment its model.json carries, or in ``options.config`` (an experiment YAML)."""
+    """Evaluate an exported model folder in the experiment its model.json carries, or in
+    ``options.config`` (an experiment YAML): a policy folder (model.onnx + model.json of
+    format tether-onnx/1, as in ``models/``) with the ``onnx`` policy, a base + residual
+    folder (residual.onnx + model.json of format tether-residual/1, `tether export` of a
+    finetune checkpoint) with the ``residual_onnx`` policy."""
     from tether.core.config import dump_config, load_config
+    from tether.policies.residual.serve import read_residual_contract, residual_format
     from tether.policies.runtime import MODEL_FILE, read_contract
 
-    contract = read_contract(model_dir / MODEL_FILE)
+    if residual_format(model_dir):
+        _, contract = read_residual_contract(model_dir)
+        policy = {"type": "residual_onnx", "model": str(model_dir.resolve())}
+    else:
+        contract = read_contract(model_dir / MODEL_FILE)
+        policy = {"type": "onnx", "model": str((model_dir / MODEL_FILE).resolve())}
     if options.config:
         experiment = dump_config(load_config(options.config))
     elif isinstance(contract.get("experiment"), dict):
@@ -83,7 +104,6 @@ def evaluate_model(model_dir: Path, options: Any) -> dict[str, Any]:
             f"{model_dir}/model.json names no experiment to evaluate in: pass --config "
             "<experiment.yaml>"
         )
-    policy = {"type": "onnx", "model": str((model_dir / MODEL_FILE).resolve())}
     data = episode_experiment(experiment, options, policy)
     return runner_of(options)(data, model_dir, options, str(model_dir / "model.json"))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether.core.registry import Entry
+from tether.core.registry import PER_OBSERVATION, SERVING, Entry
 
 PLUGINS = {
     "policy": {
@@ -14,10 +14,13 @@ PLUGINS = {
             "tether.policies.diffusion.config:DiffusionPolicyConfig",
             "tether.policies.diffusion.policy:DiffusionPolicy",
         ),
-        # an exported base + residual folder (tether-residual/1), onnxruntime only
+        # an exported base + residual folder (tether-residual/1), onnxruntime only; the
+        # residual corrects every control step from the latest observation, so it is served
+        # per observation, never through a chunk executor (tether_ros.graph)
         "residual_onnx": Entry(
             "tether.policies.residual.config:ResidualOnnxConfig",
             "tether.policies.residual.serve:ResidualOnnxPolicy",
+            {SERVING: PER_OBSERVATION},
         ),
     },
     "trainer": {

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from tether.core.errors import TetherError
 from tether.policies.residual.checkpoint import load_model
 from tether.policies.residual.model import ResidualMLP
+from tether.policies.runtime import portable_experiment
 
 FORMAT = "tether-residual/1"
 OPSET = 17
@@ -144,7 +145,11 @@ def model_json(contract: dict[str, Any], keys: list[str], sizes: list[int], base
         },
         "algorithm": contract.get("algorithm"),
         "result": contract.get("result"),
-        "experiment": {k: v for k, v in contract["experiment"].items() if k != "finetune"},
+        # the experiment it was trained in, for `tether eval <this folder>`: without the
+        # finetune and policy sections (the base is above) and this machine's paths
+        "experiment": portable_experiment(
+            {k: v for k, v in contract["experiment"].items() if k != "finetune"}
+        ),
     }
 
 

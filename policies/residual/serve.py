@@ -3,9 +3,10 @@
 What runs onboard: no torch import here (a test checks it). The base's row for each
 step comes from tether.policies.residual.base_executor, on the schedule it was fine-tuned
 with (model.json ``base_replan``); the residual graph runs at every control step on the
-latest observation and that row. ``act`` answers with a one-row chunk for now, so the
-policy server serves it per observation at the control rate; the safety filter stays where
-it is (sim bridge, hardware bridge).
+latest observation and that row. ``act`` answers with a one-row chunk, so the policy server
+serves it per observation at the control rate (lockstep or realtime); ``ros.chunked`` is
+refused for it (a chunk executor runs rows planned earlier, without the latest observation:
+tether_ros.graph). The safety filter stays where it is (sim bridge, hardware bridge).
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ from tether.policies.residual.config import ResidualOnnxConfig
 from tether.policies.runtime import OnnxPolicy, provider_list
 
 FORMAT = "tether-residual/1"
+
+
+def residual_format(model: Path) -> bool:
+    """Whether ``model`` (a folder or a file in it) is an exported base + residual: its
+    model.json says format tether-residual/1."""
+    folder = model.parent if model.is_file() else model
+    try:
+        meta = json.loads((folder / "model.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT
 
 
 def read_residual_contract(model: Path) -> tuple[Path, dict[str, Any]]:

@@ -84,3 +84,56 @@ def experiment(dataset: Path, steps: int = 3, **model: Any) -> Any:
             },
         }
     )
+
+
+REACH_RESIDUAL = "configs/experiments/panda_reach_residual.yaml"
+
+
+def reach_residual_folder(
+    out: Path, cancel: bool = True, overrides: list[str] | None = None
+) -> Path:
+    """An exported base + residual folder (tether-residual/1, `tether export` of a residual
+    checkpoint) for the reach case's biased base (configs/experiments/panda_reach_residual.yaml:
+    the expert with shoulder and elbow offset), without training: the residual's last layer
+    has zero weights and a bias that makes it a constant. ``cancel``: the constant is
+    -base_offset, so base + residual is the unbiased expert (succeeds); else it is exactly
+    zero, so the folder serves the biased base alone (fails). Needs torch and MuJoCo."""
+    import torch
+
+    from tether.core.config import dump_config, load_config
+    from tether.policies.residual.checkpoint import as_list, save_checkpoint
+    from tether.policies.residual.env import ResidualEnv
+    from tether.policies.residual.export import export_checkpoint
+    from tether.policies.residual.model import ResidualMLP
+    from tether.policies.residual.trainer import base_description
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = load_config(repo / REACH_RESIDUAL, overrides)
+    fcfg = cfg.finetune
+    env = ResidualEnv(cfg, fcfg)
+    spec = env.robot_spec
+    low, high = spec.action.low_array(), spec.action.high_array()
+    model = ResidualMLP(
+        np.zeros(env.obs_dim), np.ones(env.obs_dim), low, high, fcfg.scale, (8,),
+        last_layer_init=0.0,
+    )  # fmt: skip
+    if cancel:
+        want = -np.asarray(fcfg.base_offset, np.float64) / model.limit.numpy()
+        with torch.no_grad():
+            model.linears[-1].bias.copy_(torch.as_tensor(np.arctanh(want), dtype=torch.float32))
+    contract = {
+        "algorithm": "ppo",
+        "robot": cfg.robot,
+        "action_names": list(spec.action.names),
+        "action_low": as_list(low),
+        "action_high": as_list(high),
+        "control_hz": spec.control_hz,
+        "observation_keys": env.keys,
+        "observation_sizes": [int(np.asarray(env.obs[k]).size) for k in env.keys],
+        "base": base_description(cfg, fcfg),
+        "experiment": dump_config(cfg),
+        "result": None,
+    }
+    env.close()
+    ckpt = save_checkpoint(out / "checkpoint", model, contract)
+    return export_checkpoint(ckpt, "onnx", out / "export").parent

@@ -64,10 +64,13 @@ def test_install_tree_is_ros_shaped(install):
     assert (share / "launch" / "sim.launch.py").is_file()  # where `ros2 launch` looks
     assert (share / "configs" / "experiments" / EXPERIMENT.name).is_file()
     assert (share / "configs" / "dds" / "fastdds_shm.xml").is_file()
-    # every shipped model, where an installed experiment's models/... resolves
-    for model in sorted((REPO / "models").iterdir()):
-        for name in ("model.onnx", "model.json"):
-            assert (share / "models" / model.name / name).is_file(), (model.name, name)
+    # every file of every shipped model, subfolders included (a base + residual model keeps
+    # its base in base/), where an installed experiment's models/... resolves
+    models = REPO / "models"
+    for model in sorted(p for p in models.iterdir() if p.is_dir()):
+        assert (model / "model.json").is_file(), model
+        for f in sorted(p for p in model.rglob("*") if p.is_file()):
+            assert (share / f.relative_to(REPO)).is_file(), f.relative_to(models)
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / PKG).is_file()
     assert (install / "setup.bash").is_file()
 

@@ -1,12 +1,24 @@
 """ament_python package of Tether's ROS 2 nodes. The `tether` distribution (the repository's
 pyproject.toml) must be installed in the same Python environment."""
 
+import os
 from glob import glob
-from pathlib import Path
 
 from setuptools import find_packages, setup
 
 package_name = "tether_ros"
+
+
+def model_files(root: str) -> list[tuple[str, list[str]]]:
+    """data_files for every folder under ``root`` that holds files, subfolders included (a
+    base + residual model keeps its base's exported folder in ``base/``), at the same place
+    under share/tether_ros."""
+    out = []
+    for folder, _, files in sorted(os.walk(root, followlinks=True)):
+        if folder != root and files:
+            out.append((f"share/{package_name}/{folder}", [f"{folder}/{f}" for f in sorted(files)]))
+    return out
+
 
 setup(
     name=package_name,
@@ -21,11 +33,7 @@ setup(
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/configs/experiments", glob("configs/experiments/*.yaml")),
         ("share/" + package_name + "/configs/dds", glob("configs/dds/*.xml")),
-        *[
-            (f"share/{package_name}/{folder}", [str(f) for f in sorted(Path(folder).iterdir())])
-            for folder in sorted(glob("models/*"))
-            if Path(folder).is_dir()
-        ],
+        *model_files("models"),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -44,6 +44,18 @@ class NodeSpec:
         return f"{ns}_{self.name}" if ns else self.name
 
 
+def chunked_refusal(policy: str) -> str:
+    """The one sentence that refuses ros.chunked for a policy served per observation
+    (registry option ``serving: per_observation``, e.g. a base + residual model: the
+    residual corrects every step from the latest observation; a chunk executor executes rows
+    planned earlier and asks for a chunk only when its queue runs low)."""
+    return (
+        f"ros.chunked: a {policy} policy corrects every control step from the latest "
+        "observation, and a chunk executor executes rows planned earlier without it: set "
+        "ros.chunked: false (the policy server then answers every observation)"
+    )
+
+
 def graph_env(cfg: ExperimentConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for every node: Fast DDS with the shared-memory profile, headless GL."""
     env = dict(os.environ if base is None else base)
@@ -71,7 +83,7 @@ def plan_graph(
     sim bridge, after the mock driver when ``hardware.mock`` (see hardware_nodes).
     ``policy=False`` leaves the policy servers out (a human drives through teleop).
     ``ros.chunked`` adds a chunk_executor and puts the policy server in chunk mode (kinds
-    whose chunks an executor executes)."""
+    whose chunks an executor executes; not for a policy served per observation)."""
     path = str(find_given(experiment))
     cfg = load_config(path, overrides)  # fail here, once, with a clear message
     params: dict[str, object] = {"experiment": path}
@@ -85,6 +97,8 @@ def plan_graph(
             f"ros.chunked runs a chunk_executor, which executes the chunks of "
             f"{' and '.join(chunked)} robots; '{cfg.robot}' is a {io.kind}: leave ros.chunked off"
         )
+    if cfg.ros.chunked and registry.served_per_observation(cfg.policy.type):
+        raise ConfigError(chunked_refusal(cfg.policy.type))
     if cfg.hardware is not None:
         nodes = hardware_nodes(cfg, params)
     else:

@@ -25,6 +25,7 @@ from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from tether.core import registry
 from tether.core.config import ExperimentConfig
 from tether.core.errors import ConfigError
 from tether.core.experiment import build_policy, build_task, robot_spec
@@ -33,6 +34,7 @@ from tether.core.types import ActionChunk, Observation
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
 from tether_ros.chunk_executor import ACTION_CHUNK, CHUNK_REQUEST
+from tether_ros.graph import chunked_refusal
 from tether_ros.kinds import kind_io
 from tether_ros.kinds.inputs import ObservationInputs
 from tether_ros.runtime import experiment_from_params, run_node
@@ -59,6 +61,8 @@ class PolicyServer(Node):
         self.chunk_mode = bool(self.declare_parameter("chunk_mode", False).value)
         if self.chunk_mode and not io.chunked:
             raise ConfigError(f"chunk_mode: no chunk executor executes a {self.spec.kind}'s chunks")
+        if self.chunk_mode and registry.served_per_observation(self.cfg.policy.type):
+            raise ConfigError(chunked_refusal(self.cfg.policy.type))
         self.latest: Observation | None = None
         if self.chunk_mode:
             self.chunk_pub = self.create_publisher(JointTrajectory, ACTION_CHUNK, itf.COMMAND_QOS)
