@@ -15,10 +15,11 @@ from safetensors.torch import load_file, save_file
 
 from tether.core.data.lerobot_reader import atomic_write_json
 from tether.core.errors import TetherError
+from tether.policies.checkpoint_io import CONTRACT
+from tether.policies.checkpoint_io import read_contract as read_checked
 from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig
 from tether.policies.diffusion.model import DiffusionNet
 
-CONTRACT = "contract.json"
 WEIGHTS = "model.safetensors"
 TRAIN_STATE = "train_state.safetensors"
 TRAIN_META = "train_state.json"
@@ -50,13 +51,7 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
 
 
 def read_contract(path: Path) -> dict[str, Any]:
-    file = path / CONTRACT
-    if not file.is_file():
-        raise TetherError(f"{path}: not a checkpoint (no {CONTRACT})")
-    contract = json.loads(file.read_text())
-    if contract.get("format") != CKPT_FORMAT:
-        raise TetherError(f"{file}: format {contract.get('format')!r}, expected {CKPT_FORMAT!r}")
-    return contract
+    return read_checked(path, "format", CKPT_FORMAT)
 
 
 def load_net(path: str | Path) -> tuple[DiffusionNet, dict[str, Any]]:

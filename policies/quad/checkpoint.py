@@ -6,7 +6,6 @@ Both training paths write this format, so `tether eval` and `tether export` serv
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tether.core.errors import TetherError
+from tether.policies.checkpoint_io import read_contract as read_checked
+from tether.policies.checkpoint_io import write_contract
 from tether.policies.quad.model import ACTION_DIM, OBS_DIM, HoverActor
 from tether.robots.crazyflie.robot import CRAZYFLIE, STATE_NAMES
 
 TRAINER = "quad_hover"
 MODEL = "model.safetensors"
 OPTIMIZER = "optimizer.safetensors"
-CONTRACT = "contract.json"
 
 
 def policy_contract(model: HoverActor) -> dict[str, Any]:
@@ -65,21 +65,13 @@ def save_checkpoint(
                 tensors[f"{idx}/{key}"] = torch.as_tensor(value).contiguous()
         save_file(tensors, str(path / OPTIMIZER))
         contract["optimizer"] = {"param_groups": sd["param_groups"]}
-    tmp = path / (CONTRACT + ".tmp")
-    tmp.write_text(json.dumps(contract, indent=2, default=str))
-    tmp.replace(path / CONTRACT)
+    write_contract(path, contract)
     return path
 
 
 def read_contract(path: Path) -> dict[str, Any]:
     """contract.json of a hover checkpoint directory."""
-    file = path / CONTRACT
-    if not file.is_file():
-        raise TetherError(f"{path}: not a checkpoint (no {CONTRACT})")
-    contract: dict[str, Any] = json.loads(file.read_text())
-    if contract.get("trainer") != TRAINER:
-        raise TetherError(f"{path}: written by trainer {contract.get('trainer')!r}, not {TRAINER}")
-    return contract
+    return read_checked(path, "trainer", TRAINER)
 
 
 def load_policy(path: Path) -> tuple[HoverActor, dict[str, Any]]:

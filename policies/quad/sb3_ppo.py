@@ -80,7 +80,8 @@ def train_sb3(cfg: Any, out: Path, resume: bool) -> dict[str, Any]:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from tether.policies.quad.trainer import Progress, plot_curve
+    from tether.policies.progress import Progress
+    from tether.policies.quad.trainer import plot_curve
 
     tcfg: QuadHoverTrainConfig = cfg.train
     p = tcfg.sb3

@@ -9,32 +9,14 @@ vectorized PyBullet envs (``sb3_ppo.py``). Both write the same checkpoint (``che
 from __future__ import annotations
 
 import json
-import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tether.core.config import dump_config
 from tether.core.errors import TetherError
+from tether.policies.progress import Progress
 from tether.policies.quad.config_quad import QuadHoverTrainConfig
-
-
-class Progress:
-    """One status line, redrawn in place on a terminal (a line every few seconds otherwise)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.tty = sys.stdout.isatty()
-        self._last = 0.0
-
-    def show(self, text: str, final: bool = False) -> None:
-        line = f"[{self.label}] {text}"
-        if self.tty:
-            print(f"\r{line:<110}", end="\n" if final else "", flush=True)
-        elif final or time.monotonic() - self._last > 5.0:
-            self._last = time.monotonic()
-            print(line, flush=True)
 
 
 def plot_curve(

@@ -9,7 +9,6 @@ SB3's own ``save`` writes a zip with pickled parts, so it is never called.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tether.core.errors import TetherError
+from tether.policies.checkpoint_io import read_contract as read_checked
+from tether.policies.checkpoint_io import write_contract
 from tether.policies.residual.model import ResidualMLP
 
 TRAINER = "residual"
 MODEL = "model.safetensors"
 LEARNER = "learner.safetensors"
-CONTRACT = "contract.json"
 
 
 def _contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -83,20 +83,12 @@ def save_checkpoint(
     if learner is not None:
         save_file(_contiguous(learner), str(path / LEARNER))
     full = {"trainer": TRAINER, "model": model_contract(model), **contract}
-    tmp = path / (CONTRACT + ".tmp")
-    tmp.write_text(json.dumps(full, indent=2, default=str))
-    tmp.replace(path / CONTRACT)
+    write_contract(path, full)
     return path
 
 
 def read_contract(path: Path) -> dict[str, Any]:
-    file = path / CONTRACT
-    if not file.is_file():
-        raise TetherError(f"{path}: not a checkpoint (no {CONTRACT})")
-    contract: dict[str, Any] = json.loads(file.read_text())
-    if contract.get("trainer") != TRAINER:
-        raise TetherError(f"{file}: written by trainer {contract.get('trainer')!r}, not residual")
-    return contract
+    return read_checked(path, "trainer", TRAINER)
 
 
 def load_model(path: Path) -> tuple[ResidualMLP, dict[str, Any]]:
