@@ -34,7 +34,7 @@ demo: setup
 	$(PY) -m tether.cli.main demo
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

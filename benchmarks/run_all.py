@@ -19,6 +19,7 @@ BENCHMARKS = [
     "drone_loop.py",
     "safety.py",
     "shipped_models.py",
+    "residual_rl.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -205,6 +206,56 @@ def shipped_models_table(d: dict) -> list[str]:
     return rows
 
 
+def residual_rl_table(d: dict) -> list[str]:
+    t = d["task"]
+    rows = [
+        "",
+        "| residual RL, peg-in-hole (`benchmarks/results/residual_rl.json`) | mode "
+        "| episodes (seeds) | success |",
+        "|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        what = "base (BC diffusion)" if "diffusion" in c["model"] else "base + residual"
+        rows.append(
+            f"| {what}: `{c['model']}` | {c['mode'].replace('_', '-')} | {c['episodes']} "
+            f"({c['seeds'][0]}-{c['seeds'][1]}) | {c['successes']}/{c['episodes']} "
+            f"({100 * c['success_rate']:.0f} %) |"
+        )
+    rows += [
+        "",
+        "| fine-tuning run (`models/panda_insert_residual/finetune_runs.json`) | env steps | wall clock | base | best eval "
+        "| to 90 % | to 95 % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def reach(x: dict | None) -> str:
+        return (
+            f"{x['env_steps'] / 1e6:.2f} M steps, {x['wall_s'] / 60:.0f} min"
+            if x
+            else "not reached"
+        )
+
+    for r in d["training"]:
+        rows.append(
+            f"| {r['algorithm']}, {r['reward']} reward{' (shipped)' if r['shipped'] else ''} | {r['env_steps'] / 1e6:.2f} M "
+            f"| {r['wall_s'] / 60:.0f} min | {100 * r['base_success']:.0f} % "
+            f"| {100 * r['best_eval_success']:.0f} % ({r['eval_episodes']} episodes) "
+            f"| {reach(r['to_90'])} | {reach(r['to_95'])} |"
+        )
+    lat = d["latency_ms"]
+    m = d["machine"]
+    rows += [
+        "",
+        f"Deployed model, one onnxruntime thread: base chunk p50 / p99 "
+        f"{lat['base']['p50_ms']:.2f} / {lat['base']['p99_ms']:.2f} ms, residual per control "
+        f"step {lat['residual']['p50_ms']:.3f} / {lat['residual']['p99_ms']:.3f} ms, fused "
+        f"alternative {lat['fused']['p50_ms']:.2f} / {lat['fused']['p99_ms']:.2f} ms per step. "
+        f"Task: {t['type']}, clearance {t['clearance'] * 1000:.0f} mm total. "
+        f"{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; {d['how']}.",
+    ]
+    return rows
+
+
 TABLES = [
     ("ros_loop.json", ros_loop_table),
     ("recorder.json", recorder_table),
@@ -214,6 +265,7 @@ TABLES = [
     ("drone_loop.json", drone_loop_table),
     ("safety.json", safety_table),
     ("shipped_models.json", shipped_models_table),
+    ("residual_rl.json", residual_rl_table),
 ]
 
 

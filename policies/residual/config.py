@@ -25,6 +25,14 @@ class PPOConfig(BaseModel):
     ent_coef: float = Field(0.0, ge=0)
     # initial exploration std of the pre-tanh residual (1 = the full residual range)
     init_std: float = Field(0.3, gt=0)
+    # SB3 normalises advantages per minibatch; with a sparse reward and no success in a
+    # rollout that turns the critic's noise into unit-sized advantages and walks the
+    # residual away from the base (peg-in-hole: the base's 10 % went to 0 % within a few
+    # updates, docs/residual_rl.md); false keeps updates as small as the signal
+    normalize_advantage: bool = True
+    # stop an update's epochs once the approximate KL to the rollout policy exceeds this
+    # (SB3's target_kl; None: all epochs)
+    target_kl: float | None = Field(None, gt=0)
 
 
 class OffPolicyConfig(BaseModel):

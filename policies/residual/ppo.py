@@ -47,6 +47,8 @@ def make_ppo(venv: Any, fcfg: FinetuneConfig, model: ResidualMLP) -> Any:
         gae_lambda=p.gae_lambda,
         clip_range=p.clip_range,
         ent_coef=p.ent_coef,
+        normalize_advantage=p.normalize_advantage,
+        target_kl=p.target_kl,
         seed=fcfg.seed,
         device="cpu",
         verbose=0,

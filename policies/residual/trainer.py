@@ -37,6 +37,8 @@ from tether.policies.residual.workers import make_venv
 
 # seeds of the observation-statistics rollouts (apart from training and evaluation seeds)
 STATS_SEED = 50_000
+# a status line between evaluations this often (s)
+STATUS_EVERY_S = 10.0
 
 
 def plot_curve(
@@ -245,6 +247,8 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             super().__init__()
             self.next_eval = fcfg.eval_every_steps
             self.outcomes: list[float] = []
+            self.status_at = time.perf_counter()
+            self.status_steps = 0
 
         def _on_step(self) -> bool:
             nonlocal solved, best
@@ -270,6 +274,18 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
                     f"{n:>8d} steps | {wall:6.0f} s | train success {history[-1][2]:.0%} | "
                     f"eval {res['success_rate']:.0%} (base {base_eval['success_rate']:.0%})"
                     f"{extra}"
+                )
+            elif time.perf_counter() - self.status_at >= STATUS_EVERY_S:
+                # between evaluations: where it is, how fast, how the training episodes go
+                rate = (self.num_timesteps - self.status_steps) / (
+                    time.perf_counter() - self.status_at
+                )
+                self.status_at, self.status_steps = time.perf_counter(), self.num_timesteps
+                recent = self.outcomes[-50:]
+                won = f"{np.mean(recent):.0%} of the last {len(recent)}" if recent else "-"
+                progress.show(
+                    f"{n:>8d} steps | {wall:6.0f} s | {rate:5.0f} steps/s | train success "
+                    f"{won} | next eval at {env_steps(self.next_eval)}"
                 )
             if solved is not None:
                 return False

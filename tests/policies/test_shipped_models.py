@@ -15,7 +15,17 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = sorted(p for p in (REPO / "models").iterdir() if (p / "model.json").is_file())
+
+
+def _format(folder: Path) -> str | None:
+    path = folder / "model.json"
+    return json.loads(path.read_text()).get("format") if path.is_file() else None
+
+
+# policy graphs (model.onnx, tether-onnx/1) and base + residual folders (tether-residual/1:
+# residual.onnx + the base's folder under base/)
+MODELS = sorted(p for p in (REPO / "models").iterdir() if _format(p) == "tether-onnx/1")
+RESIDUALS = sorted(p for p in (REPO / "models").iterdir() if _format(p) == "tether-residual/1")
 # ONNX TensorProto element types of the dtypes model.json names
 ONNX_DTYPES = {"float32": 1, "uint8": 2, "int64": 7}
 # onnxruntime vs onnx.reference, max |ort - ref| / max(1, max |ref|): measured 9e-8 for both
@@ -26,7 +36,12 @@ REFERENCE_RTOL = 1e-6
 
 
 def test_models_are_shipped() -> None:
-    assert {p.name for p in MODELS} >= {"panda_lift_diffusion", "quad_hover"}
+    assert {p.name for p in MODELS} >= {
+        "panda_lift_diffusion",
+        "quad_hover",
+        "panda_insert_diffusion",
+    }
+    assert {p.name for p in RESIDUALS} >= {"panda_insert_residual"}
 
 
 def _contract(model: Path) -> dict[str, Any]:
@@ -149,3 +164,44 @@ def test_shipped_hover_policy_hovers_in_both_engines(engine: str, tmp_path: Path
     summary = evaluate_model(REPO / "models" / "quad_hover", opts)
     assert [e["seed"] for e in summary["per_episode"]] == list(range(1000, 1010))
     assert summary["successes"] >= 9, summary["per_episode"]
+
+
+def test_every_model_folder_is_a_known_format() -> None:
+    folders = [p for p in (REPO / "models").iterdir() if p.is_dir()]
+    assert sorted(folders) == sorted(MODELS + RESIDUALS)
+
+
+@pytest.mark.parametrize("model", RESIDUALS, ids=lambda p: p.name)
+def test_residual_folder_matches_its_graphs(model: Path) -> None:
+    """model.json's residual I/O is the graph's; the base it names is a shipped-format policy
+    folder inside it; the residual graph adds at most ``limit`` to the base's action, and
+    onnxruntime computes what ONNX's reference evaluator computes."""
+    from onnx.reference import ReferenceEvaluator
+
+    meta = _contract(model)
+    res = meta["residual"]
+    graph = onnx.load(str(model / res["model"])).graph
+    dims = lambda v: [d.dim_value for d in v.type.tensor_type.shape.dim]  # noqa: E731
+    assert [(i.name, dims(i)) for i in graph.input] == [
+        (i["name"], i["shape"]) for i in res["inputs"]
+    ]
+    assert [o.name for o in graph.output] == ["action"]
+    if "model" in meta["base"]:  # else a policy section (a scripted base)
+        base = model / meta["base"]["model"]
+        assert _format(base) == "tether-onnx/1" and (base / "model.onnx").is_file()
+        assert _contract(base)["action_names"] == meta["action_names"]
+    limit = np.asarray(res["limit"], np.float64)
+    offset = np.zeros_like(limit) if res.get("base_offset") is None else res["base_offset"]
+    g = np.random.default_rng(0)
+    sess = ort.InferenceSession(str(model / res["model"]), providers=["CPUExecutionProvider"])
+    ref = ReferenceEvaluator(onnx.load(str(model / res["model"])))
+    deltas = []
+    for _ in range(5):
+        feeds = {i["name"]: g.standard_normal(i["shape"]).astype(np.float32) for i in res["inputs"]}
+        got = sess.run(None, feeds)[0]
+        want = ref.run(None, feeds)[0]
+        assert np.abs(got - want).max() <= REFERENCE_RTOL * max(1.0, float(np.abs(want).max()))
+        delta = got[0].astype(np.float64) - feeds["base_action"][0] - np.asarray(offset)
+        assert np.all(np.abs(delta) <= limit * (1 + 1e-5) + 1e-6), (delta, limit)
+        deltas.append(delta)
+    assert np.abs(np.asarray(deltas)).max() > 0  # a trained residual, not the bare base

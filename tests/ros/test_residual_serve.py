@@ -183,3 +183,29 @@ def test_installed_package_serves_a_residual_on_a_model_base(tmp_path: Path) -> 
     )
     log = (run / "cwd" / "policy_server.log").read_text(errors="replace")
     assert "policy residual_onnx for panda" in log, log
+
+
+SHIPPED = REPO / "models" / "panda_insert_residual"
+
+
+@pytest.mark.slow
+@pytest.mark.mujoco
+def test_shipped_insert_residual_over_ros_matches_in_process(tmp_path: Path) -> None:
+    """The shipped fine-tuned model (models/panda_insert_residual: the behaviour-cloned
+    insertion base + its PPO residual), as `tether up configs/experiments/
+    panda_insert_residual.yaml` serves it (policy server per observation, the sim bridge's
+    safety filter in front), gives in lockstep the in-process outcome and step count on
+    seeds 1000-1002; the residual is applied (its graph moves the base's action:
+    tests/policies/test_shipped_models.py::test_residual_folder_matches_its_graphs)."""
+    pytest.importorskip("mujoco")
+    pytest.importorskip("onnxruntime")
+    from tether.core.config import load_config
+
+    up = load_config(REPO / "configs/experiments/panda_insert_residual.yaml")
+    assert up.policy.type == "residual_onnx" and Path(up.policy.model) == SHIPPED
+    nodes = plan_graph(REPO / "configs/experiments/panda_insert_residual.yaml")
+    assert [n.name for n in nodes] == ["sim_bridge", "policy_server"]
+    local = _eval(SHIPPED, tmp_path / "local", False, [])
+    assert [r[0] for r in local] == list(range(SEED, SEED + EPISODES))
+    ros = _eval(SHIPPED, tmp_path / "ros", True, ["ros.rate_mode=lockstep"])
+    _same(ros, local, steps=1)
