@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,15 +35,20 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def build_workspace(ws: Path, symlink: bool = False) -> Path:
+def build_workspace(
+    ws: Path, symlink: bool = False, prepare: Callable[[Path], None] | None = None
+) -> Path:
     """Copy ros2_ws/src into ``ws`` (links to launch/, configs/, models/ followed, so the real
-    tree stays clean), `colcon build` it; returns ``ws/install``."""
+    tree stays clean), let ``prepare`` add files to the copied package (its folder is the
+    argument), `colcon build` it; returns ``ws/install``."""
     shutil.copytree(
         REPO / "ros2_ws" / "src",
         ws / "src",
         symlinks=False,
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
     )
+    if prepare is not None:
+        prepare(ws / "src" / PKG)
     flags = ["--symlink-install"] if symlink else []
     out = subprocess.run(
         [*colcon(), "build", "--base-paths", "src", "--event-handlers", "console_direct+", *flags],

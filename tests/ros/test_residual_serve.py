@@ -11,8 +11,6 @@ succeeds, so a ROS 2 path that dropped or misfed the residual fails the test."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -127,7 +125,7 @@ def test_installed_package_serves_a_residual_on_a_model_base(tmp_path: Path) -> 
     pytest.importorskip("onnxruntime")
     import numpy as np
     import test_installed_graphs as installed
-    from colcon_helpers import PKG, clean_env, colcon, sourced_env
+    from colcon_helpers import PKG, build_workspace, sourced_env
 
     from tether.core.config import dump_config, load_config
     from tether.core.experiment import robot_spec
@@ -147,32 +145,18 @@ def test_installed_package_serves_a_residual_on_a_model_base(tmp_path: Path) -> 
         "observation_sizes": [9, 7], "experiment": dump_config(cfg),
         "base": {"model": str(REPO / "models/panda_lift_diffusion"), "offset": None},
     }  # fmt: skip
-    ws = tmp_path / "ws"
-    shutil.copytree(
-        REPO / "ros2_ws" / "src",
-        ws / "src",
-        symlinks=False,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
-    )
-    pkg = ws / "src" / PKG
-    ckpt = save_checkpoint(tmp_path / "ckpt", model, contract)
-    export_checkpoint(ckpt, "onnx", pkg / "models" / "lift_residual")
     name = "panda_lift_residual_test.yaml"
-    (pkg / "configs" / "experiments" / name).write_text(
-        "extends: panda_lift_diffusion.yaml\nname: panda_lift_residual_test\n"
-        "policy: {type: residual_onnx, model: models/lift_residual}\n"
-        "ros: {chunked: false}\n"
-    )
-    out = subprocess.run(
-        [*colcon(), "build", "--base-paths", "src"],
-        cwd=ws,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, f"colcon build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    install = ws / "install"
+    ckpt = save_checkpoint(tmp_path / "ckpt", model, contract)
+
+    def add_residual(pkg: Path) -> None:
+        export_checkpoint(ckpt, "onnx", pkg / "models" / "lift_residual")
+        (pkg / "configs" / "experiments" / name).write_text(
+            "extends: panda_lift_diffusion.yaml\nname: panda_lift_residual_test\n"
+            "policy: {type: residual_onnx, model: models/lift_residual}\n"
+            "ros: {chunked: false}\n"
+        )
+
+    install = build_workspace(tmp_path / "ws", prepare=add_residual)
     share = install / PKG / "share" / PKG / "models" / "lift_residual"
     assert sorted(p.name for p in share.iterdir()) == ["base", "model.json", "residual.onnx"]
     assert (share / "base" / "model.onnx").is_file() and (share / "base" / "model.json").is_file()
