@@ -121,6 +121,12 @@ class InstalledGraph:
         for p in self.procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.1, deadline - time.monotonic()))
+        stuck = [p for p in self.procs.values() if p.poll() is None]
+        for p in stuck:  # its stacks into its log (run_node's SIGUSR1), for the report
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGUSR1)
+        if stuck:
+            time.sleep(1.0)
         return {k: p.poll() for k, p in self.procs.items()}
 
     def kill(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import signal
 import sys
 import threading
@@ -75,6 +76,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
             raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    # SIGUSR1 prints every thread's stack to stderr (the node's log) and the node goes on:
+    # what a test or an operator sends to a node that does not stop, to see where it is
+    with contextlib.suppress(ValueError, RuntimeError, OSError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     node = None
     executor = None
     code = 0
