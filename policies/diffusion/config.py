@@ -65,6 +65,11 @@ class DiffusionModelConfig(BaseModel):
     num_train_timesteps: int = Field(100, ge=2)
     # DDIM steps at inference (export bakes this many into the graph)
     num_inference_steps: int = Field(10, ge=1)
+    # the initial noise of sampling is scaled by this at inference (export bakes it into
+    # the graph, before the first denoising step): 1 samples the learnt distribution; 0 is
+    # deterministic DDIM from zero noise (the same chunk for the same observation), which
+    # avoids rare modes sampled far from the demonstrations (docs/diffusion.md)
+    noise_scale: float = Field(1.0, ge=0)
     beta_schedule: Literal["squaredcos_cap_v2", "linear"] = "squaredcos_cap_v2"
 
 

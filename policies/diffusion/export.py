@@ -52,9 +52,10 @@ class SampleGraph(nn.Module):
 
     def forward(self, *inputs: Tensor) -> Tensor:
         obs = dict(zip(self.keys, inputs[:-1], strict=True))
+        noise = inputs[-1] * self.net.cfg.noise_scale
         if self.sampler is not None:
-            return self.sampler(obs, inputs[-1])  # type: ignore[no-any-return]
-        return self.net.sample(obs, inputs[-1], self.steps)
+            return self.sampler(obs, noise)  # type: ignore[no-any-return]
+        return self.net.sample(obs, noise, self.steps)
 
 
 def example_inputs(net: DiffusionNet, contract: dict[str, Any], seed: int = 0) -> list[Tensor]:
@@ -100,6 +101,7 @@ def model_json(net: DiffusionNet, contract: dict[str, Any], steps: int) -> dict[
         "execute_steps": m.execute_steps,
         # informative: what the graph bakes in
         "num_inference_steps": steps,
+        "noise_scale": m.noise_scale,
         "joint_names": contract.get("joint_names", contract["action_names"]),
         "normalization": contract["normalization"],
         "action_scale": contract["action_scale"],

@@ -66,6 +66,7 @@ class DiffusionPolicy:
         if self.plan.needs_plan(obs.stamp_ns):
             m = self.net.cfg
             noise = self.rng.standard_normal((m.horizon, self.net.action_dim)).astype(np.float32)
+            noise *= np.float32(m.noise_scale)
             self.plan.set(self.predict(self.history.stacked(), noise), obs.stamp_ns)
             self.inferences += 1
         return self.plan.chunk_at(obs.stamp_ns)

@@ -107,6 +107,7 @@ def load_model(path: Path) -> tuple[ResidualMLP, dict[str, Any]]:
         m["hidden"],
         m["activation"],
         last_layer_init=0.0,
+        out_limit=tensors["limit"].numpy(),
     )
     model.load_state_dict(tensors)
     return model.eval(), contract

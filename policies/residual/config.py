@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
 from tether.core.config import ComponentConfig
 
@@ -33,6 +33,13 @@ class PPOConfig(BaseModel):
     # stop an update's epochs once the approximate KL to the rollout policy exceeds this
     # (SB3's target_kl; None: all epochs)
     target_kl: float | None = Field(None, gt=0)
+    # state-dependent exploration (SB3's gSDE): the noise is a random linear function of
+    # the actor's last hidden features, redrawn every sde_sample_freq learner steps (-1: at
+    # each rollout's start), so it varies smoothly along an episode instead of jittering at
+    # every decision (an arm that must stay within 1 mm of an axis jams on jitter); with
+    # it, init_std is the std per feature of that function
+    use_sde: bool = False
+    sde_sample_freq: int = -1
 
 
 class OffPolicyConfig(BaseModel):
@@ -77,8 +84,25 @@ class FinetuneConfig(ComponentConfig):
     # (a chunked base replans on its own schedule); "chunk_end", when its chunk runs out
     # (policies/residual/base_executor.py)
     base_replan: Literal["policy", "chunk_end"] = "policy"
-    # largest residual per action element, as a fraction of the element's range / 2
+    # the residual is decided every hold_steps control steps, from the observation and the
+    # base's row then, and held in between (the base's row still changes every step); one
+    # learner step = hold_steps control steps. 1: a fresh residual every step. At 100 Hz a
+    # fresh, independent exploration draw each step is mostly filtered out by the arm's
+    # servos, and the return is 1,200 decisions away; ResiP's residual acts at 10 Hz
+    # (docs/residual_rl.md, "Holding the residual")
+    hold_steps: int = Field(1, ge=1)
+    # largest residual per action element, as a fraction of the element's range / 2 (the
+    # bound of the applied correction in either space)
     scale: float = Field(0.1, gt=0, le=1)
+    # where the residual acts (policies/residual/space.py): "joint", one correction per
+    # action element; "tcp", a motion of the tool centre point (3 linear, 3 angular, base
+    # frame) mapped to the arm's joints at each step (damped least squares), fingers as in
+    # joint; arms commanded by joint positions only
+    space: Literal["joint", "tcp"] = "joint"
+    # tcp: the largest linear (m) and angular (rad) element
+    tcp_scale: tuple[PositiveFloat, PositiveFloat] = (0.01, 0.05)
+    # tcp: damping of the least-squares map (bounds the joint motion near a singularity)
+    tcp_damping: float = Field(0.05, gt=0)
     hidden: list[int] = Field(default_factory=lambda: [256, 256], min_length=1)
     activation: Literal["relu", "tanh"] = "relu"
     # std of the residual's last layer at init (0: base + residual == base exactly)

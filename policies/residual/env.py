@@ -11,12 +11,16 @@ on its own schedule) or when the chunk runs out, as a chunk executor asks
     action = base row + residual  ->  SafetyFilter (command + output, as the sim bridge)
            ->  backend.step
 
+A learner step (``step``) holds one residual for ``finetune.hold_steps`` control steps.
+
 Spaces:
     observation  Box (F + A,) float32: the residual model's normalised input (latest
                  observation features, base action in [-1, 1]); see model.ResidualMLP
-    action       ``squash=True`` (PPO): the pre-tanh residual, Box [-5, 5]^A, the env
+    action       ``squash=True`` (PPO): the pre-tanh residual, Box [-5, 5]^D, the env
                  applies tanh; ``squash=False`` (SAC, whose actor squashes): the residual in
-                 [-1, 1]^A. Either way residual = squashed * limit, |residual| <= limit.
+                 [-1, 1]^D. Either way residual = squashed * limit, |residual| <= limit;
+                 D = A in joint space, 6 + fingers in tcp space (space.py), where each
+                 control step maps it to a joint correction bounded as in joint space.
 Reward: ``sparse`` 1 on the step the task succeeds, else 0; ``dense`` the task's reward,
 and on a success that ends the episode that reward for every step left (so succeeding early
 never pays less than hovering near the goal until the time limit); minus
@@ -42,6 +46,7 @@ from tether.core.types import IMAGE_PREFIX, Observation
 from tether.policies.residual.base_executor import BaseExecutor
 from tether.policies.residual.config import FinetuneConfig
 from tether.policies.residual.model import NumpyNormaliser
+from tether.policies.residual.space import ResidualSpace
 
 # bound of the pre-tanh action space (tanh(5) = 0.9999): SB3 clips to it, harmlessly
 PRE_TANH_BOUND = 5.0
@@ -101,7 +106,12 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         dim = self.robot_spec.action.dim
         low = self.robot_spec.action.low_array().astype(np.float64)
         high = self.robot_spec.action.high_array().astype(np.float64)
+        # the bound of the applied (joint-space) residual
         self.limit = fcfg.scale * (high - low) / 2
+        # where the learner's residual lives (joint, or the TCP's motion: space.py)
+        self.space = ResidualSpace(
+            self.robot_spec, fcfg.space, fcfg.scale, fcfg.tcp_scale, fcfg.tcp_damping
+        )
         offset = np.zeros(dim) if fcfg.base_offset is None else np.asarray(fcfg.base_offset)
         self.offset = offset.astype(np.float32)
         if self.offset.shape != (dim,):
@@ -110,7 +120,7 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
             )
         self._success_terminates = bool(getattr(self.task, "success_terminates", True))
         bound = PRE_TANH_BOUND if squash else 1.0
-        self.action_space = gym.spaces.Box(-bound, bound, (dim,), np.float32)
+        self.action_space = gym.spaces.Box(-bound, bound, (self.space.dim,), np.float32)
         self.obs: Observation = self.backend.observe()
         self.base_action = np.zeros(dim)
         self.executor = BaseExecutor(self.base, fcfg.base_replan)
@@ -154,13 +164,34 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         return self.observation(), {"seed": episode_seed}
 
     def to_residual(self, action: np.ndarray) -> np.ndarray:
-        """The learner's action -> residual in action units, |residual| <= limit."""
+        """The learner's action -> residual in its space (space.py), |residual| <=
+        space.limit (action units in joint space)."""
         a = np.nan_to_num(np.asarray(action, np.float64), nan=0.0)
         a = np.tanh(a) if self.squash else np.clip(a, -1.0, 1.0)
-        return a * self.limit
+        return a * self.space.limit
+
+    def joint_residual(self, residual: np.ndarray) -> np.ndarray:
+        """A residual in its space -> the joint correction for this step's base row."""
+        return self.space.to_joint(self.base_action, residual)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        return self.step_residual(self.to_residual(action))
+        """One learner step: the residual held for ``finetune.hold_steps`` control steps
+        (fewer when the episode ends first; in tcp space mapped to the joints at each
+        step's base row); the reward is their sum, ``info`` the last step's with
+        ``is_success`` true if any step succeeded and ``control_steps``."""
+        residual = self.to_residual(action)
+        total, success, n = 0.0, False, 0
+        while True:
+            joint = self.joint_residual(residual)
+            obs, reward, terminated, truncated, info = self.step_residual(joint)
+            total += reward
+            success = success or info["is_success"]
+            n += 1
+            if terminated or truncated or n >= self.fcfg.hold_steps:
+                break
+        info["is_success"] = success
+        info["control_steps"] = n
+        return obs, total, terminated, truncated, info
 
     def step_residual(
         self, residual: np.ndarray

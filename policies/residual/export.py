@@ -38,19 +38,26 @@ BASE_DIR = "base"
 
 
 class ResidualGraph(nn.Module):
-    """forward(*observations (1, n_k), base_action (1, A)) -> action (1, A)."""
+    """forward(*observations (1, n_k), base_action (1, A)) -> action (1, A); in tcp
+    space -> residual (1, D), which serve.py maps to the joints (space.py)."""
 
     offset: Tensor
 
-    def __init__(self, model: ResidualMLP, offset: np.ndarray | None = None) -> None:
+    def __init__(
+        self, model: ResidualMLP, offset: np.ndarray | None = None, joint: bool = True
+    ) -> None:
         super().__init__()
         self.model = model.eval()
+        # joint space: the output is base + offset + residual; else the residual alone
+        self.joint = joint
         off = np.zeros(model.action_dim) if offset is None else np.asarray(offset)
         self.register_buffer("offset", torch.as_tensor(off, dtype=torch.float32)[None])
 
     def forward(self, *inputs: Tensor) -> Tensor:
         obs = torch.cat([x.reshape(x.shape[0], -1) for x in inputs[:-1]], dim=-1)
         base = inputs[-1] + self.offset
+        if not self.joint:
+            return self.model(obs, base)
         return base + self.model(obs, base)
 
 
@@ -75,10 +82,11 @@ def export_residual(
     sizes: list[int],
     out_dir: Path,
     offset: np.ndarray | None = None,
+    joint: bool = True,
 ) -> Path:
     """Write out_dir/residual.onnx; returns its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    graph = ResidualGraph(model, offset).eval()
+    graph = ResidualGraph(model, offset, joint).eval()
     path = out_dir / RESIDUAL_FILE
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -87,7 +95,7 @@ def export_residual(
             tuple(example_inputs(model, sizes)),
             str(path),
             input_names=[*keys, "base_action"],
-            output_names=["action"],
+            output_names=["action" if joint else "residual"],
             opset_version=OPSET,
             dynamo=False,
             do_constant_folding=True,
@@ -96,14 +104,18 @@ def export_residual(
 
 
 def parity(
-    model: ResidualMLP, sizes: list[int], path: Path, offset: np.ndarray | None = None
+    model: ResidualMLP,
+    sizes: list[int],
+    path: Path,
+    offset: np.ndarray | None = None,
+    joint: bool = True,
 ) -> float:
     """Max abs difference between torch and onnxruntime (CPU) over a few random inputs."""
     import onnxruntime as ort
 
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
-    graph = ResidualGraph(model, offset).eval()
+    graph = ResidualGraph(model, offset, joint).eval()
     err = 0.0
     for seed in range(8):
         x = example_inputs(model, sizes, seed)
@@ -116,6 +128,7 @@ def parity(
 
 def model_json(contract: dict[str, Any], keys: list[str], sizes: list[int], base: Any) -> dict:
     m = contract["model"]
+    space = contract.get("residual_space") or {"space": "joint", "joint_limit": m["limit"]}
     return {
         "format": FORMAT,
         "trainer": "residual",
@@ -126,6 +139,9 @@ def model_json(contract: dict[str, Any], keys: list[str], sizes: list[int], base
         "base": base,
         # when the base is asked for a chunk (tether.policies.residual.base_executor)
         "base_replan": contract["base"].get("replan", "policy"),
+        # the residual is decided every hold_steps control steps and held in between
+        # (finetune.hold_steps; serve.py)
+        "hold_steps": int(contract.get("hold_steps", 1)),
         "residual": {
             "model": RESIDUAL_FILE,
             "inputs": [
@@ -133,9 +149,20 @@ def model_json(contract: dict[str, Any], keys: list[str], sizes: list[int], base
                     {"name": k, "key": k, "shape": [1, n], "dtype": "float32"}
                     for k, n in zip(keys, sizes, strict=True)
                 ],
-                {"name": "base_action", "key": "base_action", "shape": [1, len(m["limit"])]},
+                {
+                    "name": "base_action",
+                    "key": "base_action",
+                    "shape": [1, len(contract["action_names"])],
+                },
             ],
-            "outputs": [{"name": "action", "shape": [1, len(m["limit"])]}],
+            "outputs": (
+                [{"name": "action", "shape": [1, len(m["limit"])]}]
+                if space["space"] == "joint"
+                else [{"name": "residual", "shape": [1, len(m["limit"])]}]
+            ),
+            # where the residual acts (policies/residual/space.py); tcp: the graph outputs
+            # the TCP motion, mapped to the joints at each step's base row by the runtime
+            "space": space,
             # informative: what the graph bakes in
             "scale": m["scale"],
             "limit": m["limit"],
@@ -173,8 +200,10 @@ def export_checkpoint(checkpoint: Path, fmt: str, out: Path | None) -> Path:
     sizes = observation_sizes(model, contract)
     out_dir = out or checkpoint / "export"
     offset = contract["base"].get("offset")
-    path = export_residual(model, keys, sizes, out_dir, np.asarray(offset) if offset else None)
-    err = parity(model, sizes, path, np.asarray(offset) if offset else None)
+    off = np.asarray(offset) if offset else None
+    joint = (contract.get("residual_space") or {}).get("space", "joint") == "joint"
+    path = export_residual(model, keys, sizes, out_dir, off, joint)
+    err = parity(model, sizes, path, off, joint)
     base: dict[str, Any]
     if contract["base"].get("model"):
         src = Path(contract["base"]["model"])

@@ -1,7 +1,8 @@
 """Latency of an exported base + residual, served two ways (one thread, onnxruntime only):
 
 - ``two_graphs`` (what `tether export` writes): the base graph once per chunk, the residual
-  graph at every control step on the latest observation and the base's row;
+  graph at every control step on the latest observation and the base's row (plus, in tcp
+  space, the numpy map of the TCP motion to the joints, ``tcp_map``);
 - ``fused``: one graph holding both (the base's inputs in, this step's action out), which a
   per-step residual has to run at every control step.
 
@@ -42,7 +43,8 @@ def fuse(folder: Path, out: Path) -> Path:
     io_map = [(f"{k}_latest", k) for k in keys] + [("row0", "base_action")]
     res.ir_version = base.ir_version
     fused = compose.merge_models(base, res, io_map=io_map, prefix2="res_")
-    keep = [o for o in fused.graph.output if o.name == "res_action"]
+    out_res = "res_" + str(meta["residual"]["outputs"][0]["name"])  # action, or residual (tcp)
+    keep = [o for o in fused.graph.output if o.name == out_res]
     del fused.graph.output[:]
     fused.graph.output.extend(keep)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -101,6 +103,24 @@ def measure(folder: Path, steps: int = 400, execute_every: int = 26) -> dict[str
         out[name] = _stats(samples)
     fused_path.unlink()
     per_step_two = out["residual"]["mean_ms"] + out["base"]["mean_ms"] / execute_every
+    space_meta = meta["residual"].get("space")
+    if space_meta and space_meta.get("space") == "tcp":
+        # the TCP motion -> joints map the runtime adds at every step (numpy, space.py)
+        from tether.core import registry
+        from tether.policies.residual.space import space_from_meta
+
+        spec = registry.load("robot", meta["robot"]).spec(control_hz=float(meta["control_hz"]))
+        space = space_from_meta(spec, space_meta)
+        mid = (spec.action.low_array() + spec.action.high_array()) / 2
+        rows = mid + 0.1 * g.standard_normal((steps, mid.shape[0]))
+        motion = space.limit * g.uniform(-1, 1, (steps, space.dim))
+        samples = []
+        for row, r in zip(rows, motion, strict=True):
+            t = time.perf_counter()
+            space.to_joint(row, r)
+            samples.append(time.perf_counter() - t)
+        out["tcp_map"] = _stats(samples)
+        per_step_two += out["tcp_map"]["mean_ms"]
     out["per_control_step_mean_ms"] = {
         "two_graphs": per_step_two,
         "fused": out["fused"]["mean_ms"],

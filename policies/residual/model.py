@@ -2,8 +2,9 @@
 
 Input: the latest observation's features (the base contract's observation keys, flattened
 and concatenated, normalised as ``(x - obs_offset) / obs_scale``) and the base's action for
-this step, normalised to [-1, 1] by the action range. Output: a correction in action units,
-``tanh(net(input)) * limit`` with ``limit = scale * (high - low) / 2`` per element, so
+this step, normalised to [-1, 1] by the action range. Output: a correction,
+``tanh(net(input)) * limit`` with ``limit = scale * (high - low) / 2`` per action element
+(``out_limit`` instead when given: a residual in another space, space.py), so
 ``|residual| <= limit`` always. The last layer starts near zero (exactly zero with
 ``last_layer_init=0``): base + residual starts as the base.
 """
@@ -20,7 +21,8 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 
 class ResidualMLP(nn.Module):
-    """forward(obs (B, F) raw features, base_action (B, A) action units) -> residual (B, A)."""
+    """forward(obs (B, F) raw features, base_action (B, A) action units) -> residual
+    (B, D): D = A in joint space."""
 
     # buffers (saved with the weights, constants of the exported graph)
     obs_offset: Tensor
@@ -39,6 +41,7 @@ class ResidualMLP(nn.Module):
         hidden: Sequence[int] = (256, 256),
         activation: str = "relu",
         last_layer_init: float = 1e-3,
+        out_limit: np.ndarray | None = None,
     ) -> None:
         super().__init__()
         f32 = torch.float32
@@ -48,18 +51,25 @@ class ResidualMLP(nn.Module):
         self.register_buffer("obs_scale", torch.as_tensor(np.asarray(obs_scale), dtype=f32))
         self.register_buffer("act_mid", (high + low) / 2)
         self.register_buffer("act_half", (high - low) / 2)
-        self.register_buffer("limit", scale * (high - low) / 2)
+        limit = (
+            scale * (high - low) / 2
+            if out_limit is None
+            else torch.as_tensor(np.asarray(out_limit), dtype=f32)
+        )
+        self.register_buffer("limit", limit)
         self.scale = float(scale)
         self.hidden = [int(h) for h in hidden]
         self.activation = activation
         self.obs_dim = int(self.obs_offset.shape[0])
+        # the base action's elements (input) and the residual's (output)
         self.action_dim = int(low.shape[0])
+        self.out_dim = int(limit.shape[0])
         layers: list[nn.Module] = []
         width = self.obs_dim + self.action_dim
         for h in self.hidden:
             layers += [nn.Linear(width, h), ACTIVATIONS[activation]()]
             width = h
-        layers.append(nn.Linear(width, self.action_dim))
+        layers.append(nn.Linear(width, self.out_dim))
         self.net = nn.Sequential(*layers)
         self.init_last_layer(last_layer_init)
 
@@ -81,7 +91,7 @@ class ResidualMLP(nn.Module):
         return torch.cat([x, a], dim=-1)
 
     def from_features(self, feats: Tensor) -> Tensor:
-        """Residual (B, A) in action units from the normalised input."""
+        """Residual (B, D) from the normalised input."""
         return torch.tanh(self.net(feats)) * self.limit
 
     def forward(self, obs: Tensor, base_action: Tensor) -> Tensor:

@@ -114,7 +114,8 @@ def make_sac(venv: Any, fcfg: FinetuneConfig, model: ResidualMLP) -> Any:
 
 def warm_start(algo: Any, venv: Any, steps: int) -> int:
     """Put ``steps`` env steps of base-only rollouts (zero residual) into the replay
-    buffer, as SB3's ``_store_transition`` stores them; returns the env steps taken."""
+    buffer, as SB3's ``_store_transition`` stores them; returns the control steps taken
+    (``steps`` counts learner steps)."""
     if steps <= 0:
         return 0
     n = venv.num_envs
@@ -129,7 +130,7 @@ def warm_start(algo: Any, venv: Any, steps: int) -> int:
                 next_obs[i] = infos[i]["terminal_observation"]
         algo.replay_buffer.add(obs, next_obs, zeros, rewards, dones, infos)
         obs = new_obs
-        taken += n
+        taken += sum(int(info.get("control_steps", 1)) for info in infos)
     return taken
 
 

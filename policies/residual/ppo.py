@@ -49,6 +49,8 @@ def make_ppo(venv: Any, fcfg: FinetuneConfig, model: ResidualMLP) -> Any:
         ent_coef=p.ent_coef,
         normalize_advantage=p.normalize_advantage,
         target_kl=p.target_kl,
+        use_sde=p.use_sde,
+        sde_sample_freq=p.sde_sample_freq,
         seed=fcfg.seed,
         device="cpu",
         verbose=0,

@@ -2,9 +2,10 @@
 
 What runs onboard: no torch import here (a test checks it). The base's row for each
 step comes from tether.policies.residual.base_executor, on the schedule it was fine-tuned
-with (model.json ``base_replan``); the residual graph runs at every control step on the
-latest observation and that row. ``act`` answers with a one-row chunk, so the policy server
-serves it per observation at the control rate (lockstep or realtime); ``ros.chunked`` is
+with (model.json ``base_replan``); the residual graph runs on the latest observation and
+that row at every control step, or every ``hold_steps`` steps with the residual held in
+between (model.json ``hold_steps``). ``act`` answers with a one-row chunk, so the policy
+server serves it per observation at the control rate (lockstep or realtime); ``ros.chunked`` is
 refused for it (a chunk executor runs rows planned earlier, without the latest observation:
 tether_ros.graph). The safety filter stays where it is (sim bridge, hardware bridge).
 """
@@ -25,6 +26,7 @@ from tether.core.types import IMAGE_PREFIX, ActionChunk, Observation
 from tether.policies.config_onnx import OnnxPolicyConfig
 from tether.policies.residual.base_executor import BaseExecutor
 from tether.policies.residual.config import ResidualOnnxConfig
+from tether.policies.residual.space import space_from_meta
 from tether.policies.runtime import OnnxPolicy, provider_list
 
 FORMAT = "tether-residual/1"
@@ -81,16 +83,41 @@ class ResidualOnnxPolicy:
         )
         self.keys = [i["key"] for i in res["inputs"] if i["key"] != "base_action"]
         self.executor = BaseExecutor(self.base, self.meta.get("base_replan", "policy"))
+        # the residual graph runs every hold_steps observations; in between, the residual
+        # it gave (its action minus that step's base row) is added to each new base row
+        self.hold_steps = int(self.meta.get("hold_steps", 1))
+        self._calls = 0
+        self._held = np.zeros(len(self.meta["action_names"]), np.float32)
+        # tcp space: the graph outputs the TCP motion; it is held, and mapped to the joints
+        # at each step's base row (space.py), as in training
+        self.space = space_from_meta(spec, res.get("space"))
+        offset = res.get("base_offset")
+        self.offset = np.zeros(len(self.meta["action_names"]), np.float32)
+        if offset:
+            self.offset = np.asarray(offset, np.float32)
 
     def reset(self) -> None:
         self.executor.reset()
+        self._calls = 0
 
     def act(self, obs: Observation) -> ActionChunk:
         row = self.executor.row(obs)
-        feeds = {k: np.asarray(obs[k], np.float32).reshape(1, -1) for k in self.keys}
-        feeds["base_action"] = row[None]
-        action = self.session.run(["action"], feeds)[0]
-        return ActionChunk(action, self.spec.dt, obs.stamp_ns)
+        decide = self._calls % self.hold_steps == 0
+        self._calls += 1
+        if decide:
+            feeds = {k: np.asarray(obs[k], np.float32).reshape(1, -1) for k in self.keys}
+            feeds["base_action"] = row[None]
+            out = self.session.run(None, feeds)[0]
+            if self.space.space == "joint":
+                self._held = out[0] - row
+                return ActionChunk(out, self.spec.dt, obs.stamp_ns)
+            self._held = out[0]
+        if self.space.space == "joint":
+            action = row + self._held
+        else:
+            base = row + self.offset
+            action = base + self.space.to_joint(base, self._held).astype(np.float32)
+        return ActionChunk(action[None], self.spec.dt, obs.stamp_ns)
 
     @property
     def contract(self) -> dict[str, Any]:

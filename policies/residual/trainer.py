@@ -87,17 +87,19 @@ def evaluate(
 
     successes, distances, steps = [], [], 0
     dim = env.robot_spec.action.dim
+    hold = env.fcfg.hold_steps
     for k in range(episodes):
         obs, _ = env.reset(seed=seed + k)
-        done, success = False, False
+        done, success, t = False, False, 0
+        residual = np.zeros(dim)
         while not done:
-            if model is None:
-                residual = np.zeros(dim)
-            else:
+            if model is not None and t % hold == 0:
                 with torch.no_grad():
                     x = torch.as_tensor(obs[None])
                     residual = model.from_features(x)[0].numpy()
-            obs, _, term, trunc, info = env.step_residual(residual)
+            t += 1
+            joint = env.joint_residual(residual) if model is not None else residual
+            obs, _, term, trunc, info = env.step_residual(joint)
             success = success or bool(info["is_success"])
             done = term or trunc
             steps += 1
@@ -182,6 +184,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             fcfg.hidden,
             fcfg.activation,
             fcfg.last_layer_init,
+            out_limit=eval_env.space.limit,
         )
     norm = NumpyNormaliser(model)
     eval_env.normaliser = norm
@@ -212,10 +215,14 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     solved: dict[str, float] | None = state.get("solved")
     best = max((e[2] for e in evals), default=0.0)
 
-    def env_steps(sb3_steps: int) -> int:
-        return done_before + stats_steps + warm + sb3_steps
+    # control steps this run has taken (Monitor counts them)
+    control = 0
 
-    def checkpoint(sb3_steps: int, result: dict[str, Any] | None = None) -> None:
+    def env_steps(taken: int) -> int:
+        """Control steps so far, given the ``taken`` by this run's learner."""
+        return done_before + stats_steps + warm + taken
+
+    def checkpoint(control: int, result: dict[str, Any] | None = None) -> None:
         tensors, groups = _learner_tensors(algo, mod)
         mod.actor_to_model(algo, model)
         contract = {
@@ -228,11 +235,13 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             "observation_keys": eval_env.keys,
             "observation_sizes": [int(np.asarray(eval_env.obs[k]).size) for k in eval_env.keys],
             "base": base_description(cfg, fcfg),
+            "hold_steps": fcfg.hold_steps,
+            "residual_space": eval_env.space.describe(),
             "base_eval": base_eval,
             "experiment": experiment,
             "optimizer": groups,
             "train_state": {
-                "env_steps": env_steps(sb3_steps),
+                "env_steps": env_steps(control),
                 "wall_s": wall_before + time.perf_counter() - start,
                 "history": history,
                 "evals": evals,
@@ -249,15 +258,20 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             self.outcomes: list[float] = []
             self.status_at = time.perf_counter()
             self.status_steps = 0
+            # control steps of this run (a learner step holds the residual for
+            # finetune.hold_steps of them, fewer at an episode's end)
+            self.control = 0
 
         def _on_step(self) -> bool:
-            nonlocal solved, best
+            nonlocal solved, best, control
             for d, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
+                self.control += int(info.get("control_steps", 1))
                 if d:
                     self.outcomes.append(float(info.get("is_success", False)))
-            n = env_steps(self.num_timesteps)
+            control = self.control
+            n = env_steps(self.control)
             wall = wall_before + time.perf_counter() - start
-            if self.num_timesteps >= self.next_eval:
+            if self.control >= self.next_eval:
                 self.next_eval += fcfg.eval_every_steps
                 recent = self.outcomes[-50:]
                 history.append([n, wall, float(np.mean(recent)) if recent else 0.0])
@@ -267,7 +281,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
                 best = max(best, res["success_rate"])
                 if solved is None and res["success_rate"] >= fcfg.success_target:
                     solved = {"env_steps": n, "wall_s": wall}
-                checkpoint(self.num_timesteps)
+                checkpoint(self.control)
                 dist = res.get("final_distance_m")
                 extra = f" | final distance {dist * 100:.1f} cm" if dist is not None else ""
                 progress.show(
@@ -277,10 +291,8 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
                 )
             elif time.perf_counter() - self.status_at >= STATUS_EVERY_S:
                 # between evaluations: where it is, how fast, how the training episodes go
-                rate = (self.num_timesteps - self.status_steps) / (
-                    time.perf_counter() - self.status_at
-                )
-                self.status_at, self.status_steps = time.perf_counter(), self.num_timesteps
+                rate = (self.control - self.status_steps) / (time.perf_counter() - self.status_at)
+                self.status_at, self.status_steps = time.perf_counter(), self.control
                 recent = self.outcomes[-50:]
                 won = f"{np.mean(recent):.0%} of the last {len(recent)}" if recent else "-"
                 progress.show(
@@ -298,20 +310,19 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             algo.learn(total_timesteps=10**12, callback=Monitor(), reset_num_timesteps=True)
     finally:
         venv.close()
-    sb3_steps = int(algo.num_timesteps)
     mod.actor_to_model(algo, model)
-    if not evals or evals[-1][0] < env_steps(sb3_steps):  # the final residual, evaluated
+    if not evals or evals[-1][0] < env_steps(control):  # the final residual, evaluated
         wall = wall_before + time.perf_counter() - start
         res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed)
         evals.append(
-            [env_steps(sb3_steps), wall, res["success_rate"], res.get("final_distance_m", -1.0)]
+            [env_steps(control), wall, res["success_rate"], res.get("final_distance_m", -1.0)]
         )
         best = max(best, res["success_rate"])
     last = evals[-1] if evals else None
     result = {
         "algorithm": fcfg.algorithm,
         "reward": fcfg.reward,
-        "env_steps": env_steps(sb3_steps),
+        "env_steps": env_steps(control),
         "wall_s": round(wall_before + time.perf_counter() - start, 2),
         "base_success": base_eval["success_rate"],
         "base_final_distance_m": base_eval.get("final_distance_m"),
@@ -321,7 +332,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
         "solved_at": solved,
         "checkpoint": str(out),
     }
-    checkpoint(sb3_steps, result)
+    checkpoint(control, result)
     eval_env.close()
     plot_curve(
         history,

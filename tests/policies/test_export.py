@@ -236,6 +236,46 @@ def test_binary_actions_snap_to_their_range_in_torch_and_onnx(tmp_path: Path) ->
     assert np.unique(free[..., 7]).size > 2  # untrained: the raw finger values are spread
 
 
+@pytest.mark.parametrize("scale", [0.0, 0.5])
+def test_noise_scale_is_baked_into_the_graph(tmp_path: Path, scale: float) -> None:
+    """model.noise_scale: the exported graph scales its noise input by it before sampling
+    (0: every noise gives the same chunk, deterministic DDIM), equal to DiffusionNet.sample
+    on the scaled noise and to the torch policy's; model.json records it."""
+    import onnxruntime as ort
+    from policy_helpers import TINY_MODEL
+
+    from tether.policies.diffusion.checkpoint import build_net, synthetic_contract
+    from tether.policies.diffusion.config import DiffusionModelConfig
+    from tether.policies.diffusion.export import example_inputs, export_onnx
+
+    cfg = DiffusionModelConfig(**{**TINY_MODEL, "noise_scale": scale})
+    contract = synthetic_contract(cfg, {"state": [9], "env_state": [7]})
+    torch.manual_seed(0)
+    net = build_net(contract).eval()
+    path = export_onnx(net, contract, tmp_path)
+    meta = json.loads((tmp_path / "model.json").read_text())
+    assert meta["noise_scale"] == scale
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = example_inputs(net, contract, 1)
+    outs = []
+    for seed in range(3):
+        noise = torch.from_numpy(np.random.default_rng(seed).standard_normal(x[-1].shape))
+        noise = noise.float()
+        feeds = {
+            i["name"]: t.numpy() for i, t in zip(meta["inputs"], [*x[:-1], noise], strict=True)
+        }
+        got = sess.run(None, feeds)[0]
+        with torch.no_grad():
+            obs = dict(zip(net.obs_keys, x[:-1], strict=True))
+            ref = net.sample(obs, noise * scale, cfg.num_inference_steps).numpy()
+        np.testing.assert_allclose(got, ref, atol=1e-4)  # the export's parity bound
+        outs.append(got)
+    if scale == 0.0:
+        np.testing.assert_array_equal(outs[0], outs[1])
+    else:
+        assert np.abs(outs[0] - outs[1]).max() > 1e-3
+
+
 def test_binary_actions_must_name_actions() -> None:
     from policy_helpers import TINY_MODEL
 

@@ -142,6 +142,37 @@ def test_base_executor_schedules(replan: str) -> None:
         assert rows == [10 * (k + 1) for k in range(12)] and base.asked == 12
 
 
+def test_tcp_residual_moves_the_tcp_by_itself_and_stays_bounded() -> None:
+    """finetune.space tcp: a small TCP motion maps to joints that move the TCP by that
+    motion (first order, damped least squares), fingers pass through, and no mapped
+    correction exceeds the joint-space bound, even at a huge input."""
+    from tether.core import registry
+    from tether.core.experiment import robot_spec
+    from tether.core.kinematics import rotation_error
+    from tether.policies.residual.space import ResidualSpace, space_from_meta
+
+    spec = robot_spec(load_config(EXPERIMENT))
+    space = ResidualSpace(spec, "tcp", 0.05, (0.01, 0.05), 0.05)
+    assert space.dim == 7 and space.n_arm == 7
+    np.testing.assert_allclose(space.limit[:6], [0.01] * 3 + [0.05] * 3)
+    kin = registry.load("robot", "panda").kinematics
+    q = np.array([0.1, 0.3, -0.1, -2.2, 0.05, 2.5, 0.8, 0.04])
+    for r in ([0.003, -0.002, 0.001, 0, 0, 0, 0.0], [0, 0, 0, 0, 0, 0.02, 0.001]):
+        dq = space.to_joint(q, np.asarray(r))
+        p0, R0 = kin.fk(q[:7])
+        p1, R1 = kin.fk(q[:7] + dq[:7])
+        np.testing.assert_allclose(p1 - p0, r[:3], atol=2e-4)
+        np.testing.assert_allclose(rotation_error(R1, R0), r[3:6], atol=2e-3)
+        assert dq[7] == pytest.approx(r[6])
+    huge = space.to_joint(q, np.array([5.0, -5, 5, 5, -5, 5, 1.0]))
+    assert np.all(np.abs(huge) <= space.joint_limit + 1e-12)
+    assert np.any(np.abs(huge) == pytest.approx(space.joint_limit))
+    # what model.json records rebuilds the same map
+    again = space_from_meta(spec, space.describe())
+    r = np.array([0.002, 0.001, -0.003, 0.01, 0, 0, 0])
+    np.testing.assert_array_equal(again.to_joint(q, r), space.to_joint(q, r))
+
+
 # ---- with a simulator ------------------------------------------------------------------
 
 
@@ -229,6 +260,36 @@ def test_env_bounds_the_residual_and_keeps_the_safety_filter() -> None:
 
 
 @mujoco
+@pytest.mark.parametrize("space", ["joint", "tcp"])
+def test_held_residual_is_hold_steps_control_steps_of_one_residual(space: str) -> None:
+    """finetune.hold_steps: one learner step applies the same residual on hold_steps
+    control steps (what step_residual applies step by step; in tcp space mapped to the
+    joints at each step's base row), sums the reward and says how many control steps it
+    took."""
+    _, held = _env(["finetune.hold_steps=4", f"finetune.space={space}"])
+    _, ref = _env([f"finetune.space={space}"])
+    held.reset(seed=5)
+    ref.reset(seed=5)
+    action = np.linspace(-1.0, 1.0, held.space.dim).astype(np.float32)
+    for _ in range(3):
+        _, reward, _, _, info = held.step(action)
+        applied, total = [], 0.0
+        for _ in range(4):
+            joint = ref.space.to_joint(ref.base_action, ref.to_residual(action))
+            _, r, _, _, ref_info = ref.step_residual(joint)
+            applied.append(ref_info["applied"])
+            total += r
+        assert info["control_steps"] == 4
+        np.testing.assert_array_equal(info["applied"], applied[-1])
+        assert reward == pytest.approx(total)
+    assert held.steps == ref.steps == 12
+    # the last step of an episode takes only what is left of it
+    held.steps = held.max_steps - 2
+    _, _, _, truncated, info = held.step(action)
+    assert truncated and info["control_steps"] == 2
+
+
+@mujoco
 def test_offpolicy_is_resfit_shaped() -> None:
     """SAC with LayerNorm critics, n-step returns, UTD x envs updates per step, a zero
     residual at start, and a replay buffer warm-started with base-only transitions."""
@@ -309,9 +370,12 @@ def test_checkpoint_round_trip_and_resume(tmp_path: Path, algorithm: str) -> Non
 
 @mujoco
 @pytest.mark.slow
-def test_export_serves_base_plus_residual(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("hold", "space"), [(1, "joint"), (3, "joint"), (3, "tcp")])
+def test_export_serves_base_plus_residual(tmp_path: Path, hold: int, space: str) -> None:
     """A checkpoint on an ONNX base (the shipped lift diffusion model) exports to one folder
-    whose residual_onnx policy equals base row + offset + torch residual (<= 1e-4)."""
+    whose residual_onnx policy equals base row + offset + torch residual (<= 1e-4); with
+    hold_steps the torch residual of every hold-th observation, held in between; in tcp
+    space that residual mapped to the joints at each row."""
     pytest.importorskip("onnxruntime")
     from tether.core.experiment import robot_spec
     from tether.core.types import Observation
@@ -324,22 +388,32 @@ def test_export_serves_base_plus_residual(tmp_path: Path) -> None:
 
     cfg = load_config(REPO / "configs/experiments/panda_lift_diffusion.yaml")
     spec = robot_spec(cfg)
+    from tether.policies.residual.space import ResidualSpace
+
     g = np.random.default_rng(0)
+    rspace = ResidualSpace(spec, space, 0.1)  # type: ignore[arg-type]
     model = ResidualMLP(
         np.zeros(16), np.ones(16), spec.action.low_array(), spec.action.high_array(), 0.1,
-        (32, 32), last_layer_init=0.5,
+        (32, 32), last_layer_init=0.5, out_limit=rspace.limit,
     )  # fmt: skip
     offset = [0.0, 0.02, 0, 0, 0, 0, 0, 0]
     contract = {
         "algorithm": "ppo", "robot": "panda", "action_names": list(spec.action.names),
         "control_hz": spec.control_hz, "observation_keys": ["state", "env_state"],
         "observation_sizes": [9, 7], "base": {"model": str(LIFT_MODEL), "offset": offset},
-        "experiment": {"name": "x"},
+        "experiment": {"name": "x"}, "hold_steps": hold,
+        "residual_space": rspace.describe(),
     }  # fmt: skip
     ckpt = save_checkpoint(tmp_path / "ckpt", model, contract)
     meta_path = export_checkpoint(ckpt, "onnx", tmp_path / "export")
     meta = json.loads(meta_path.read_text())
     assert meta["format"] == "tether-residual/1" and meta["residual"]["parity_max_abs"] <= 1e-4
+    assert meta["hold_steps"] == hold
+    import onnx
+
+    graph = onnx.load(str(tmp_path / "export" / meta["residual"]["model"])).graph
+    dims = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input]
+    assert dims == [i["shape"] for i in meta["residual"]["inputs"]]
     served = ResidualOnnxPolicy(ResidualOnnxConfig(model=tmp_path / "export"), spec, cfg.task)
     base = OnnxPolicy(OnnxPolicyConfig(model=LIFT_MODEL), spec, cfg.task)
     for k in range(30):  # more than one chunk: 8 rows of 33 ms are executed per plan
@@ -351,9 +425,10 @@ def test_export_serves_base_plus_residual(tmp_path: Path) -> None:
         got = served.act(obs).actions[0]
         row = base.act(obs).action_at(obs.stamp_ns) + np.float32(offset)
         x = np.concatenate([obs["state"], obs["env_state"]])[None]
-        with torch.no_grad():
-            ref = row + model(torch.tensor(x), torch.tensor(row[None]))[0].numpy()
-        np.testing.assert_allclose(got, ref, atol=1e-4)
+        if k % hold == 0:
+            with torch.no_grad():
+                residual = model(torch.tensor(x), torch.tensor(row[None]))[0].numpy()
+        np.testing.assert_allclose(got, row + rspace.to_joint(row, residual), atol=1e-4)
     assert served.executor.queries == 30  # asked every step: it replans on its own
     assert served.base.inferences == 2  # type: ignore[attr-defined]
 

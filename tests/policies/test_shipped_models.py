@@ -174,8 +174,9 @@ def test_every_model_folder_is_a_known_format() -> None:
 @pytest.mark.parametrize("model", RESIDUALS, ids=lambda p: p.name)
 def test_residual_folder_matches_its_graphs(model: Path) -> None:
     """model.json's residual I/O is the graph's; the base it names is a shipped-format policy
-    folder inside it; the residual graph adds at most ``limit`` to the base's action, and
-    onnxruntime computes what ONNX's reference evaluator computes."""
+    folder inside it; the residual graph adds at most ``limit`` to the base's action (or, in
+    tcp space, outputs a TCP motion of at most ``limit``), and onnxruntime computes what
+    ONNX's reference evaluator computes."""
     from onnx.reference import ReferenceEvaluator
 
     meta = _contract(model)
@@ -185,7 +186,11 @@ def test_residual_folder_matches_its_graphs(model: Path) -> None:
     assert [(i.name, dims(i)) for i in graph.input] == [
         (i["name"], i["shape"]) for i in res["inputs"]
     ]
-    assert [o.name for o in graph.output] == ["action"]
+    # joint space: the graph outputs base + residual; tcp space: the residual (the TCP's
+    # motion, which the runtime maps to the joints: policies/residual/space.py)
+    joint = res.get("space", {"space": "joint"})["space"] == "joint"
+    assert [o.name for o in graph.output] == [o["name"] for o in res["outputs"]]
+    assert [o["name"] for o in res["outputs"]] == (["action"] if joint else ["residual"])
     if "model" in meta["base"]:  # else a policy section (a scripted base)
         base = model / meta["base"]["model"]
         assert _format(base) == "tether-onnx/1" and (base / "model.onnx").is_file()
@@ -201,7 +206,9 @@ def test_residual_folder_matches_its_graphs(model: Path) -> None:
         got = sess.run(None, feeds)[0]
         want = ref.run(None, feeds)[0]
         assert np.abs(got - want).max() <= REFERENCE_RTOL * max(1.0, float(np.abs(want).max()))
-        delta = got[0].astype(np.float64) - feeds["base_action"][0] - np.asarray(offset)
+        delta = got[0].astype(np.float64)
+        if joint:
+            delta = delta - feeds["base_action"][0] - np.asarray(offset)
         assert np.all(np.abs(delta) <= limit * (1 + 1e-5) + 1e-6), (delta, limit)
         deltas.append(delta)
     assert np.abs(np.asarray(deltas)).max() > 0  # a trained residual, not the bare base
