@@ -59,6 +59,12 @@ def training_runs(folder: Path) -> list[dict[str, Any]]:
         evals = run["evals"]
         runs.append(
             {
+                "run": run["run"],
+                "what": run.get("what", ""),
+                "base": run.get("base", ""),
+                "on_shipped_base": str(run.get("base", "")).startswith(
+                    "models/panda_insert_diffusion"
+                ),
                 "algorithm": run["algorithm"],
                 "reward": run["reward"],
                 "command": run["command"],

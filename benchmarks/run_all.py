@@ -221,10 +221,11 @@ def residual_rl_table(d: dict) -> list[str]:
             f"({c['seeds'][0]}-{c['seeds'][1]}) | {c['successes']}/{c['episodes']} "
             f"({100 * c['success_rate']:.0f} %) |"
         )
+    earlier = [r for r in d["training"] if not r.get("on_shipped_base", True)]
     rows += [
         "",
-        "| fine-tuning run (`models/panda_insert_residual/finetune_runs.json`) | env steps | wall clock | base | best eval "
-        "| to 90 % | to 95 % |",
+        "| fine-tuning run on the shipped base (`models/panda_insert_residual/finetune_runs.json`) "
+        "| env steps | wall clock | base | best eval | to 90 % | to 95 % |",
         "|---|---|---|---|---|---|---|",
     ]
 
@@ -236,19 +237,35 @@ def residual_rl_table(d: dict) -> list[str]:
         )
 
     for r in d["training"]:
+        if not r.get("on_shipped_base", True):
+            continue
+        what = r.get("what") or f"{r['algorithm']}, {r['reward']} reward"
         rows.append(
-            f"| {r['algorithm']}, {r['reward']} reward{' (shipped)' if r['shipped'] else ''} | {r['env_steps'] / 1e6:.2f} M "
+            f"| {what}{' (shipped)' if r['shipped'] else ''} | {r['env_steps'] / 1e6:.2f} M "
             f"| {r['wall_s'] / 60:.0f} min | {100 * r['base_success']:.0f} % "
             f"| {100 * r['best_eval_success']:.0f} % ({r['eval_episodes']} episodes) "
             f"| {reach(r['to_90'])} | {reach(r['to_95'])} |"
         )
+    if earlier:
+        best = max(r["best_eval_success"] for r in earlier)
+        rows += [
+            "",
+            f"{len(earlier)} earlier runs on earlier bases (in the same file) reached at best "
+            f"{100 * best:.0f} % in their evaluations.",
+        ]
     lat = d["latency_ms"]
     m = d["machine"]
+    tcp = (
+        f" + the TCP-to-joint map {lat['tcp_map']['p50_ms']:.3f} / "
+        f"{lat['tcp_map']['p99_ms']:.3f} ms"
+        if "tcp_map" in lat
+        else ""
+    )
     rows += [
         "",
         f"Deployed model, one onnxruntime thread: base chunk p50 / p99 "
         f"{lat['base']['p50_ms']:.2f} / {lat['base']['p99_ms']:.2f} ms, residual per control "
-        f"step {lat['residual']['p50_ms']:.3f} / {lat['residual']['p99_ms']:.3f} ms, fused "
+        f"step {lat['residual']['p50_ms']:.3f} / {lat['residual']['p99_ms']:.3f} ms{tcp}, fused "
         f"alternative {lat['fused']['p50_ms']:.2f} / {lat['fused']['p99_ms']:.2f} ms per step. "
         f"Task: {t['type']}, clearance {t['clearance'] * 1000:.0f} mm total. "
         f"{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; {d['how']}.",
