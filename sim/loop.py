@@ -44,7 +44,7 @@ def run_local_episode(
         data.update({k: obs[k] for k in keys if k in obs and not k.startswith(IMAGE_PREFIX)})
         data.update({k: v for k, v in images.items() if k in keys})
         runner.latency.mark(obs.stamp_ns)
-        chunk = policy.act(Observation(data, stamp_ns=obs.stamp_ns))
+        chunk = policy.act(Observation(data, stamp_ns=obs.stamp_ns, instruction=obs.instruction))
         chunk.t0_ns = obs.stamp_ns
         runner.submit(chunk)
         runner.step()

@@ -72,6 +72,13 @@ PLUGINS = {
             "tether.sim.tasks.insert:InsertTask",
             {"expert": "insert_expert", "task": "insert the peg into the hole"},
         ),
+        # one table scene, four sub-tasks asked for in words (docs/multitask.md); each
+        # episode's task string is its instruction
+        "multitask": Entry(
+            "tether.sim.tasks.config_tasks:MultitaskConfig",
+            "tether.sim.tasks.multitask:MultitaskTask",
+            {"expert": "multitask_expert", "task": "follow the instruction"},
+        ),
         # mobile-base tasks
         "go_to_goal": Entry(
             "tether.sim.tasks.config_base_tasks:GoToGoalConfig",
@@ -108,6 +115,10 @@ PLUGINS = {
         "insert_expert": Entry(
             "tether.sim.experts.config_expert:InsertExpertConfig",
             "tether.sim.experts.insert_expert:InsertExpert",
+        ),
+        "multitask_expert": Entry(
+            "tether.sim.experts.config_expert:MultitaskExpertConfig",
+            "tether.sim.experts.multitask_expert:MultitaskExpert",
         ),
         "base_expert": Entry(
             "tether.sim.experts.config_base_expert:BaseExpertConfig",

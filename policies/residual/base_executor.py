@@ -40,7 +40,7 @@ class BaseExecutor:
 
     def row(self, obs: Observation) -> np.ndarray:
         data = {k: obs[k] for k in obs if not k.startswith(IMAGE_PREFIX)}
-        seen = Observation(data, stamp_ns=obs.stamp_ns)
+        seen = Observation(data, stamp_ns=obs.stamp_ns, instruction=obs.instruction)
         row = None
         if self.replan == "chunk_end" and self.chunk is not None:
             row = self.chunk.action_at(obs.stamp_ns)

@@ -68,3 +68,27 @@ class InsertExpertConfig(ScriptedExpertConfig):
     yaw_noise_std: float = Field(0.0, ge=0, le=0.2)
     action_noise_std: float = Field(0.0, ge=0, le=0.01)
     noise_seed: int = 0
+
+
+class MultitaskExpertConfig(ScriptedExpertConfig):
+    """The scripted expert's motion limits plus the place and push plans of the multitask
+    scene (docs/multitask.md); lift uses the lift plan's settings."""
+
+    type: Literal["multitask_expert"] = "multitask_expert"  # type: ignore[assignment]
+    # place: carry the cube this high above where it was grasped (m), and open the fingers
+    # this high above the grasp height (m)
+    carry_height: float = Field(0.10, gt=0)
+    # carry speed (m/s): slower than max_speed, so the cube does not slip out of the grip
+    carry_speed: float = Field(0.15, gt=0)
+    place_clearance: float = Field(0.005, ge=0, le=0.03)
+    # push: the TCP's height (m; below the cube's centre, so the cube does not ride up the
+    # fingers), how far behind the cube's face it comes down (m), the
+    # pushing speed (m/s); done once the cube's centre is within push_done (m) of the
+    # square's; the TCP stops push_contact (m) behind where the cube's back face is then;
+    # when the cube's centre is push_off_line (m) off the push line, rise and come in again
+    push_height: float = Field(0.012, gt=0)
+    push_standoff: float = Field(0.03, gt=0)
+    push_speed: float = Field(0.1, gt=0)
+    push_done: float = Field(0.02, gt=0)
+    push_contact: float = Field(0.005, ge=0)
+    push_off_line: float = Field(0.02, gt=0)

@@ -256,7 +256,9 @@ class MujocoBackend:
         if self.cfg.render_in_obs:
             for cam in self.spec.cameras:
                 data[IMAGE_PREFIX + cam.name] = self.render(cam.name)
-        return Observation(data, stamp_ns=round(self.sim_time * 1e9))
+        # the sentence the task's episode asks for (a language-conditioned task), else None
+        instruction = getattr(self.task, "instruction", None)
+        return Observation(data, stamp_ns=round(self.sim_time * 1e9), instruction=instruction)
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of body ``name``: position (3,) m, quaternion (4,) wxyz (float64)."""

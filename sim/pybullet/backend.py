@@ -352,7 +352,9 @@ class PybulletBackend:
         if self.cfg.render_in_obs:
             for cam in self.spec.cameras:
                 data[IMAGE_PREFIX + cam.name] = self.render(cam.name)
-        return Observation(data, stamp_ns=round(self.sim_time * 1e9))
+        # the sentence the task's episode asks for (a language-conditioned task), else None
+        instruction = getattr(self.task, "instruction", None)
+        return Observation(data, stamp_ns=round(self.sim_time * 1e9), instruction=instruction)
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of a task body or robot link ``name``: position (3,) m, quaternion

@@ -95,3 +95,41 @@ class InsertConfig(_TaskConfig):
         if self.min_separation > 0.5:
             raise ValueError("min_separation: must be <= 0.5 m (the ranges cannot satisfy it)")
         return self
+
+
+# the sub-tasks of the multi-task table scene (sim/tasks/multitask.py, docs/multitask.md)
+Subtask = Literal["lift_red", "lift_blue", "push_green", "place_blue"]
+MULTITASK_SUBTASKS: tuple[Subtask, ...] = ("lift_red", "lift_blue", "push_green", "place_blue")
+
+
+class MultitaskConfig(_TaskConfig):
+    """One Panda table scene with three 5 cm cubes (red, blue, green), a yellow pad and a
+    white square marked on the table; each episode asks for one sub-task in words (the
+    episode's instruction): lift the red cube, lift the blue cube, push the green cube into
+    the white square, place the blue cube on the yellow pad (docs/multitask.md)."""
+
+    type: Literal["multitask"] = "multitask"
+    max_duration_s: float = Field(10.0, gt=0)
+    # the sub-tasks episodes draw from (uniformly, after the scene's layout)
+    subtasks: tuple[Subtask, ...] = Field(MULTITASK_SUBTASKS, min_length=1)
+    # which phrasings episodes draw: the training templates, the held-out paraphrases (for
+    # evaluation) or both
+    phrasing: Literal["train", "heldout", "all"] = "train"
+    # a fixed instruction for every episode (e.g. `tether demo --instruction ...`): the
+    # sub-task is the one whose phrasings contain it; any other text is still passed to
+    # the policy, and then no episode can succeed
+    instruction: str | None = Field(None, min_length=1)
+    # the area (m) the cubes, the pad and the square are placed in, centres at least
+    # min_separation apart (cube to cube, cube to marker, marker to marker)
+    x_range: Range = (0.36, 0.64)
+    y_range: Range = (-0.22, 0.22)
+    yaw_range: Range = (-0.785398, 0.785398)
+    min_separation: float = Field(0.1, gt=0.06, le=0.2)
+    # half-sides (m) of the yellow pad and the white square (flat markers, no contacts)
+    pad_half: float = Field(0.04, ge=0.03, le=0.08)
+    square_half: float = Field(0.05, ge=0.03, le=0.1)
+    # lift: success when the cube's centre is this far above its resting height (m)
+    lift_height: float = Field(0.08, gt=0)
+    # place: success once the cube rests within the pad and the gripper has risen this far
+    # (m) above the cube's centre
+    release_height: float = Field(0.05, gt=0)

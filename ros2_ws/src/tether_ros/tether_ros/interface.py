@@ -31,6 +31,9 @@ EMERGENCY = "emergency"
 # std_msgs/Header, one per sensor message the recorder took in: frame_id = the message's
 # topic (as the publisher names it), stamp = its header stamp (ros.wait_for_recorder)
 RECORDER_ACK = "recorder_ack"
+# std_msgs/String: the instruction in force (a language-conditioned task or policy); the sim
+# bridge publishes each episode's, anyone may publish a new one
+INSTRUCTION = "instruction"
 
 
 def image_topic(camera: str) -> str:
@@ -57,6 +60,13 @@ CLOCK_QOS = QoSProfile(
 EVENT_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=100,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+# the instruction: reliable, latched; a late joiner gets the one in force (keep last 1)
+INSTRUCTION_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )

@@ -8,7 +8,9 @@ images/<cam>. Answers each observation, matched by stamp, on the kind's command 
 the observation's stamp (arms and bases: the chunk on joint_trajectory, so the bridge's
 deadline watchdog applies; a drone: the first row on cmd_low_level, one server per drone
 namespace). A re-sent observation gets the same answer again. A stamp that goes back in
-time (a simulator reset) resets the policy; ~/reset (std_srvs/Trigger) does too.
+time (a simulator reset) resets the policy; ~/reset (std_srvs/Trigger) does too. The latest
+``instruction`` (std_msgs/String) goes to the policy in ``Observation.instruction``; a new one
+drops the chunk in progress, so the next chunk follows it.
 
 Parameter ``chunk_mode`` (kinds whose chunks a chunk_executor executes): answer
 ``chunk_request`` (std_msgs/Header, from the executor) on ``action_chunk`` with a fresh chunk
@@ -52,7 +54,9 @@ class PolicyServer(Node):
         io = kind_io(self.spec.kind)
         self.output = io.policy_output(self, self.spec)
         objects = build_task(self.cfg).objects if "env_state" in keys else ()
-        self.inputs = ObservationInputs(self, io, self.spec, keys, objects, self._offer)
+        self.inputs = ObservationInputs(
+            self, io, self.spec, keys, objects, self._offer, self._on_instruction
+        )
         self.last_stamp: int | None = None
         self.last_chunk: ActionChunk | None = None
         self.infer_ms: list[float] = []
@@ -82,6 +86,15 @@ class PolicyServer(Node):
         self.policy.reset()
         self.inputs.clear()
         self.last_stamp = None
+        self.last_chunk = None
+
+    def _on_instruction(self, text: str) -> None:
+        """A new instruction: the next chunk is planned for it (the one in progress is
+        dropped)."""
+        self.get_logger().info(f"instruction: '{text}'")
+        replan = getattr(self.policy, "replan", None)
+        if replan is not None:
+            replan()
         self.last_chunk = None
 
     def _offer(self, key: str, stamp: int, value: Any) -> None:

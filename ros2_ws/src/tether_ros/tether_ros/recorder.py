@@ -14,12 +14,14 @@ Episodes follow the sim bridge's episode_status (start -> start; end -> save if 
 succeeded, else discard, unless keep_failures) and can be driven by hand with
 ~/start_episode, ~/stop_episode (save) and ~/discard_episode (std_srvs/Trigger). Publishes
 recorder_status (JSON: saved, discarded), recorder_ready (std_msgs/Bool, latched: it has
-heard every stream an episode's end waits for, so an episode started now is whole), and with ``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header:
-topic, stamp) for each sensor message it took in, so a lockstep sim bridge never steps past
-what the recorder has. Each episode's task string is the ``task_text`` parameter (default:
-the sentence of the task's registry entry, option ``task``, e.g. "lift the cube"), or the
-latest std_msgs/String on ``instruction`` heard before the episode started. Saved episodes
-survive a SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode in progress and
+heard every stream an episode's end waits for, so an episode started now is whole), and with
+``ros.wait_for_recorder`` a recorder_ack (std_msgs/Header: topic, stamp) for each sensor
+message it took in, so a lockstep sim bridge never steps past what the recorder has. Each
+episode's task string is the ``task_text`` parameter (default: the sentence of the task's
+registry entry, option ``task``, e.g. "lift the cube"), or the latest std_msgs/String on
+``instruction`` heard before the episode started, or the instruction the start event
+carries (a language-conditioned task draws one per episode). Saved episodes survive a
+SIGKILL (see tether.core.data.lerobot); Ctrl-C drops the episode in progress and
 finalizes.
 """
 
@@ -53,7 +55,7 @@ RECORDER_STATUS = "recorder_status"
 # std_msgs/Bool, latched: true once the recorder has heard every stream an episode's end waits
 # for (the sensors and, in lockstep, the commands), so an episode started now is whole
 RECORDER_READY = "recorder_ready"
-INSTRUCTION = "instruction"  # std_msgs/String: the task sentence of the next episodes
+INSTRUCTION = itf.INSTRUCTION  # std_msgs/String: the task sentence of the next episodes
 END_GRACE_S = 5.0  # longest wait for an ended episode's last observations (a lagging recorder)
 
 
@@ -213,6 +215,8 @@ class Recorder(Node):
     def _on_episode(self, msg: String) -> None:
         event = json.loads(msg.data)
         if event.get("event") == "start":
+            if event.get("instruction"):  # the episode's own (a language-conditioned task)
+                self.task_text = str(event["instruction"])
             self.start_episode(event.get("stamp_ns"))
         elif event.get("event") == "end" and self.recording:
             if event.get("success") or self.keep_failures:

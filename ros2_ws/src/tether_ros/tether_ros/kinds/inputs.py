@@ -1,16 +1,18 @@
 """Observations from topics, for any kind: the kind's state topics (its StateInputs), the
 task's object poses (``objects/<name>/pose`` -> ``env_state`` (7 per object: position m,
 quaternion wxyz)) and camera images (``camera/<name>/image_raw`` -> ``images/<name>``),
-matched by header stamp. The policy server and teleop (an observing device) share it."""
+matched by header stamp, and the latest ``instruction`` (std_msgs/String ->
+``Observation.instruction``). The policy server and teleop (an observing device) share it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image
+from std_msgs.msg import String
 
 from tether.core.errors import InvalidCommand
 from tether.core.timing import StampSync
@@ -45,8 +47,20 @@ class ObservationInputs:
         keys: Sequence[str],
         objects: Sequence[str],
         offer: Offer,
+        on_instruction: Callable[[str], None] | None = None,
     ) -> None:
         self.node = node
+        # the latest non-empty instruction heard (None: none yet); ``on_instruction`` hears
+        # each new one
+        self.instruction: str | None = None
+        self._on_new_instruction = on_instruction
+        node.create_subscription(
+            String,
+            itf.INSTRUCTION,
+            self._on_instruction,
+            itf.INSTRUCTION_QOS,
+            event_callbacks=itf.FAST_SUB,
+        )
         self.objects = tuple(objects) if "env_state" in keys else ()
         self.cameras = [k[len(IMAGE_PREFIX) :] for k in keys if k.startswith(IMAGE_PREFIX)]
         self.state = io.state_inputs(node, spec, keys, offer)
@@ -71,6 +85,13 @@ class ObservationInputs:
                 event_callbacks=itf.FAST_SUB,
             )
 
+    def _on_instruction(self, msg: String) -> None:
+        text = msg.data.strip()
+        if text and text != self.instruction:
+            self.instruction = text
+            if self._on_new_instruction is not None:
+                self._on_new_instruction(text)
+
     def _on_image(self, cam: str, msg: Image) -> None:
         try:
             self.images[cam] = conv.image_to_array(msg)
@@ -88,7 +109,7 @@ class ObservationInputs:
             data["env_state"] = np.concatenate([ready[object_key(o)] for o in self.objects])
         for cam in self.cameras:
             data[IMAGE_PREFIX + cam] = self.images[cam]
-        return Observation(data, stamp_ns=stamp)
+        return Observation(data, stamp_ns=stamp, instruction=self.instruction)
 
     def clear(self) -> None:
         """Forget incomplete stamps (a reset)."""

@@ -168,6 +168,20 @@ class EpisodeBridge:
                 itf.COMMAND_QOS,
                 event_callbacks=itf.FAST_SUB,
             )
+        # a language-conditioned task (one with an ``instruction``): publish each episode's
+        # instruction, and judge the episode by a new one anyone publishes
+        self._language = hasattr(world.task, "set_instruction")
+        if self._language:
+            self.pub_instruction = node.create_publisher(
+                String, itf.INSTRUCTION, itf.INSTRUCTION_QOS, event_callbacks=itf.FAST_PUB
+            )
+            node.create_subscription(
+                String,
+                itf.INSTRUCTION,
+                self._on_instruction,
+                itf.INSTRUCTION_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
         node.create_service(Trigger, "~/reset", self._srv_reset)
         node.create_service(Trigger, "~/start_episode", self._srv_start)
         node.create_service(Trigger, "~/stop_episode", self._srv_stop)
@@ -195,11 +209,27 @@ class EpisodeBridge:
         """The end event's data."""
         summary = self.world.summary()
         summary["rejected"] = self.rejected
+        if self._language:
+            summary["instruction"] = self.world.task.instruction
         return summary
+
+    def _on_instruction(self, msg: String) -> None:
+        text = msg.data.strip()
+        task = self.world.task
+        if text and text != task.instruction:
+            task.set_instruction(text)
+            known = getattr(task, "subtask", "") is not None
+            self.node.get_logger().info(
+                f"instruction: '{text}'"
+                + ("" if known else " (no sub-task of this task: the episode cannot succeed)")
+            )
 
     # --- episode control ---------------------------------------------------------------
     def _reset(self) -> None:
         self.world.reset()
+        if self._language and self.world.task.instruction:
+            # before the episode's first observation goes out
+            self.pub_instruction.publish(String(data=self.world.task.instruction))
         self._images.clear()
         self._sent.clear()
         self._acked.clear()
@@ -216,10 +246,10 @@ class EpisodeBridge:
         self.running = True
         obs = self.world.obs
         assert obs is not None
-        self._emit(
-            "start",
-            {"episode": self.world.episode, "seed": self.world.seed, "stamp_ns": obs.stamp_ns},
-        )
+        start = {"episode": self.world.episode, "seed": self.world.seed, "stamp_ns": obs.stamp_ns}
+        if self._language:
+            start["instruction"] = self.world.task.instruction
+        self._emit("start", start)
         self._publish_obs()
 
     def _end(self, stopped: bool = False) -> None:
