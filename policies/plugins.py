@@ -28,6 +28,12 @@ PLUGINS = {
             "tether.policies.diffusion.config:DiffusionTrainConfig",
             "tether.policies.diffusion.trainer:DiffusionTrainer",
         ),
+        # a language-conditioned policy (VLA): the diffusion trainer with an instruction
+        # input and a flow-matching head (docs/vla.md)
+        "vla": Entry(
+            "tether.policies.vla.config:VlaTrainConfig",
+            "tether.policies.diffusion.trainer:DiffusionTrainer",
+        ),
         "quad_hover": Entry(
             "tether.policies.quad.config_quad:QuadHoverTrainConfig",
             "tether.policies.quad.trainer:QuadHoverTrainer",

@@ -22,6 +22,8 @@ from tether.policies.config_onnx import OnnxPolicyConfig
 
 FORMAT = "tether-onnx/1"
 NOISE_KEY = "noise"
+# the language input (an instruction's embedding, docs/vla.md)
+TEXT_KEY = "instruction"
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",
@@ -166,6 +168,11 @@ class OnnxPolicy:
         c = self.model.contract
         self._inputs = c["inputs"]
         self.obs_keys = [i["key"] for i in self._inputs if i["key"] != NOISE_KEY]
+        self.language: Any = None
+        if TEXT_KEY in self.obs_keys:  # a VLA: refuse a missing or foreign encoder now
+            from tether.policies.vla.language import LanguageInput
+
+            self.language = LanguageInput(c, self.model.path.parent)
         dim = int(c["outputs"][0]["shape"][-1])
         if dim != spec.action.dim:
             raise TetherError(
@@ -173,7 +180,8 @@ class OnnxPolicy:
                 f"{spec.action.dim}"
             )
         horizon = int(c.get("obs_horizon", 1))
-        self.history = ObsHistory(self.obs_keys, horizon, float(c["action_dt"]))
+        keys = [k for k in self.obs_keys if k != TEXT_KEY]
+        self.history = ObsHistory(keys, horizon, float(c["action_dt"]))
         execute = cfg.execute_steps or int(c.get("execute_steps", 1))
         self.plan = ChunkPlan(float(c["action_dt"]), spec.dt, execute)
         self.rng = np.random.default_rng(cfg.seed)
@@ -192,9 +200,12 @@ class OnnxPolicy:
         server observes at the control rate and predicts only when a chunk is requested)."""
         self.history.push(obs)
 
-    def feeds(self) -> dict[str, np.ndarray]:
-        """Graph inputs from the observation history (and fresh noise)."""
+    def feeds(self, text: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Graph inputs from the observation history (and fresh noise); ``text``: the
+        instruction's embedding (dim,) for a language input."""
         stacked = self.history.stacked()
+        if text is not None:
+            stacked[TEXT_KEY] = text[None]
         out: dict[str, np.ndarray] = {}
         for spec in self._inputs:
             shape = [int(s) for s in spec["shape"]]
@@ -203,6 +214,8 @@ class OnnxPolicy:
                 out[spec["name"]] = self.rng.standard_normal(shape).astype(dtype)
                 continue
             value = stacked[spec["key"]]
+            if spec["key"] == TEXT_KEY:  # one embedding for every stacked frame
+                value = np.broadcast_to(value, (int(np.prod(shape)) // value.size, value.size))
             if value.size != int(np.prod(shape)):
                 raise TetherError(
                     f"observation '{spec['key']}' has shape {value.shape[1:]} per step, the model "
@@ -213,8 +226,13 @@ class OnnxPolicy:
 
     def act(self, obs: Observation) -> ActionChunk:
         self.history.push(obs)
+        text = None
+        if self.language is not None:
+            text, hold = self.language.gate(obs, self.spec, self.plan)
+            if hold is not None:
+                return hold
         if self.plan.needs_plan(obs.stamp_ns):
-            chunk = self.model.run(self.feeds())
+            chunk = self.model.run(self.feeds(text))
             self.plan.set(chunk.reshape(-1, chunk.shape[-1]), obs.stamp_ns)
             self.inferences += 1
         return self.plan.chunk_at(obs.stamp_ns)

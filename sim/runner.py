@@ -172,6 +172,10 @@ class SimRunner:
         assert self.obs is not None
         return cameras_due(self.spec.cameras, self.obs.stamp_ns, self._camera_next)
 
+    def _instruction(self) -> dict[str, Any]:
+        task: Any = getattr(self.backend, "task", None)
+        return {"instruction": task.instruction} if hasattr(task, "set_instruction") else {}
+
     def summary(self) -> dict[str, Any]:
         """Episode result: success, steps, return, achieved rate, latency samples."""
         end = self.wall_end_ns or now_ns()
@@ -188,4 +192,6 @@ class SimRunner:
             "stale_steps": self.stale_steps,
             "rejected": self.rejected,
             "latency_ms": [round(x, 4) for x in self.latency.samples_ms],
+            # a language-conditioned task: the instruction the episode was judged by
+            **self._instruction(),
         }

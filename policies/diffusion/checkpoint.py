@@ -17,7 +17,7 @@ from tether.core.data.lerobot_reader import atomic_write_json
 from tether.core.errors import TetherError
 from tether.policies.checkpoint_io import CONTRACT
 from tether.policies.checkpoint_io import read_contract as read_checked
-from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig
+from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY, DiffusionModelConfig
 from tether.policies.diffusion.model import DiffusionNet
 
 WEIGHTS = "model.safetensors"
@@ -33,7 +33,7 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
     low = {
         k: (np.asarray(norm[k]["min"]), np.asarray(norm[k]["max"]))
         for k in cfg.obs_keys
-        if not k.startswith(IMAGE_PREFIX)
+        if not k.startswith(IMAGE_PREFIX) and k != TEXT_KEY
     }
     images = {
         k: (int(contract["obs_shapes"][k][0]), int(contract["obs_shapes"][k][1]))
@@ -47,6 +47,7 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
         images,
         (np.asarray(scale["min"]), np.asarray(scale["max"])),
         contract.get("action_names"),
+        int(contract["obs_shapes"][TEXT_KEY][0]) if TEXT_KEY in cfg.obs_keys else None,
     )
 
 

@@ -12,12 +12,17 @@ from tether.core.config import ComponentConfig
 #: Observation keys a diffusion policy can read and the dataset feature each comes from.
 DATASET_FEATURES = {"state": "observation.state", "env_state": "observation.environment_state"}
 IMAGE_PREFIX = "images/"
+#: The language key: the episode's task string (LeRobot's ``task``; Observation.instruction
+#: at run time), fed to the network as the frozen text encoder's embedding
+TEXT_KEY = "instruction"
 
 
 def dataset_feature(key: str) -> str:
     """LeRobot feature name of an Observation key (``images/front`` -> observation.images.front)."""
     if key.startswith(IMAGE_PREFIX):
         return "observation.images." + key[len(IMAGE_PREFIX) :]
+    if key == TEXT_KEY:
+        return "task"
     return DATASET_FEATURES[key]
 
 
@@ -25,7 +30,8 @@ class DiffusionModelConfig(BaseModel):
     """Network and noise schedule; stored in every checkpoint's contract."""
 
     model_config = ConfigDict(extra="forbid")
-    # observation keys in input order: low-dim (state, env_state) and/or images/<cam>
+    # observation keys in input order: low-dim (state, env_state), images/<cam> and/or
+    # instruction (the language input of a VLA, docs/vla.md)
     obs_keys: list[str] = Field(default_factory=lambda: ["state", "env_state"], min_length=1)
     # observations stacked per prediction, action_dt apart (oldest first)
     obs_horizon: int = Field(2, ge=1)
@@ -71,6 +77,15 @@ class DiffusionModelConfig(BaseModel):
     # avoids rare modes sampled far from the demonstrations (docs/diffusion.md)
     noise_scale: float = Field(1.0, ge=0)
     beta_schedule: Literal["squaredcos_cap_v2", "linear"] = "squaredcos_cap_v2"
+    # what the denoiser learns: ddpm (the noise, sampled by DDIM) or flow (flow matching:
+    # the velocity from noise to actions along a straight path, sampled by integrating it
+    # with num_inference_steps Euler steps, as pi0's and SmolVLA's action experts)
+    objective: Literal["ddpm", "flow"] = "ddpm"
+    # instruction: the frozen text encoder's embedding, projected to text_dim, joins the
+    # conditioning; with text_film every stage of the image encoders is FiLM-modulated by it
+    # (the instruction decides what the camera features look for; docs/vla.md)
+    text_dim: int = Field(64, ge=1)
+    text_film: bool = True
 
 
 class DiffusionTrainConfig(ComponentConfig):
@@ -89,6 +104,9 @@ class DiffusionTrainConfig(ComponentConfig):
     ema_decay: float = Field(0.995, ge=0, lt=1)
     # random shift of images by up to this many pixels (augmentation)
     image_shift: int = Field(4, ge=0)
+    # instruction augmentation: Gaussian noise of this std per element added to the text
+    # embedding (then renormalised), so nearby wordings map to the same behaviour
+    text_noise: float = Field(0.0, ge=0)
     checkpoint_every: int = Field(500, ge=1)
     # torch intra-op threads while training; more threads than free cores slows training
     # down several-fold (OpenMP threads wait on each other)
@@ -96,6 +114,9 @@ class DiffusionTrainConfig(ComponentConfig):
     seed: int = 0
     # use at most this many episodes of the dataset (None: all)
     max_episodes: int | None = Field(None, ge=1)
+    # the frozen sentence encoder of the instruction key, by name (built at set-up under
+    # tether.policies.vla.text_encoder.encoders_root())
+    text_encoder: str = "all-minilm-l6-v2"
 
 
 class DiffusionPolicyConfig(ComponentConfig):

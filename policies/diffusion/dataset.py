@@ -15,7 +15,12 @@ import numpy as np
 
 from tether.core.data.lerobot import LeRobotReader
 from tether.core.errors import TetherError
-from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig, dataset_feature
+from tether.policies.diffusion.config import (
+    IMAGE_PREFIX,
+    TEXT_KEY,
+    DiffusionModelConfig,
+    dataset_feature,
+)
 
 
 @dataclass
@@ -30,6 +35,10 @@ class WindowDataset:
     stats: dict[str, tuple[np.ndarray, np.ndarray]]  # key or "action" -> (min, max)
     action_names: list[str]
     episodes: int
+    # the distinct instructions of the episodes (TEXT_KEY), in first-seen order
+    instructions: list[str] | None = None
+    # the text encoder's record (text_encoder.json) when TEXT_KEY is read
+    text_encoder: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.obs_index)
@@ -48,20 +57,36 @@ def _minmax(reader: LeRobotReader, feature: str, data: np.ndarray) -> tuple[np.n
 
 
 def load_windows(
-    root: str | Path, cfg: DiffusionModelConfig, max_episodes: int | None = None
+    root: str | Path,
+    cfg: DiffusionModelConfig,
+    max_episodes: int | None = None,
+    text_encoder: str | None = None,
 ) -> WindowDataset:
-    """Decode a dataset into training windows for ``cfg``'s keys and horizons."""
+    """Decode a dataset into training windows for ``cfg``'s keys and horizons. The
+    instruction key becomes each frame's task string embedded by the frozen text encoder
+    ``text_encoder`` (a name under tether.policies.vla.text_encoder.encoders_root()), once
+    per distinct string."""
     reader = LeRobotReader(root)
     if reader.num_episodes == 0:
         raise TetherError(f"{root}: the dataset has no episodes")
     for key in cfg.obs_keys:
+        if key == TEXT_KEY:
+            continue
         if key.startswith(IMAGE_PREFIX) or key in ("state", "env_state"):
             feature = dataset_feature(key)
             if feature not in reader.features:
                 have = ", ".join(k for k in reader.features if k.startswith("observation"))
                 raise TetherError(f"{root}: no feature {feature} for '{key}' (has {have})")
         else:
-            raise TetherError(f"unknown observation key '{key}' (state, env_state, images/<cam>)")
+            raise TetherError(
+                f"unknown observation key '{key}' (state, env_state, images/<cam>, {TEXT_KEY})"
+            )
+    encoder: Any = None
+    if TEXT_KEY in cfg.obs_keys:
+        from tether.policies.vla.text_encoder import DEFAULT_ENCODER, TextEncoder, text_encoder_dir
+
+        encoder = TextEncoder(text_encoder_dir(text_encoder or DEFAULT_ENCODER))
+    instructions: list[str] = []
     n_eps = min(reader.num_episodes, max_episodes or reader.num_episodes)
     frames: dict[str, list[np.ndarray]] = {k: [] for k in cfg.obs_keys}
     actions: list[np.ndarray] = []
@@ -75,6 +100,10 @@ def load_windows(
             feature = dataset_feature(key)
             if key.startswith(IMAGE_PREFIX):
                 frames[key].append(reader.frames(i, feature, ep["timestamp"].astype(np.float64)))
+            elif key == TEXT_KEY:
+                texts = [str(t) for t in ep["task"]]
+                instructions += [t for t in dict.fromkeys(texts) if t not in instructions]
+                frames[key].append(np.stack([encoder.encode(t) for t in texts]))
             else:
                 frames[key].append(np.asarray(ep[feature], np.float32))
         actions.append(np.asarray(ep["action"], np.float32))
@@ -89,7 +118,7 @@ def load_windows(
     stats = {
         k: _minmax(reader, dataset_feature(k), obs[k])
         for k in cfg.obs_keys
-        if not k.startswith(IMAGE_PREFIX)
+        if not k.startswith(IMAGE_PREFIX) and k != TEXT_KEY
     }
     stats["action"] = _minmax(reader, "action", action)
     names = reader.features["action"].get("names") or [f"a{i}" for i in range(action.shape[1])]
@@ -102,4 +131,6 @@ def load_windows(
         stats=stats,
         action_names=list(names),
         episodes=n_eps,
+        instructions=instructions if encoder is not None else None,
+        text_encoder=dict(encoder.meta) if encoder is not None else None,
     )

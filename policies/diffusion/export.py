@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from tether.core.errors import TetherError
 from tether.policies.diffusion.checkpoint import load_net
-from tether.policies.diffusion.config import IMAGE_PREFIX
+from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY
 from tether.policies.diffusion.inference import FastSampler
 from tether.policies.diffusion.model import DiffusionNet
 from tether.policies.runtime import portable_experiment
@@ -68,6 +68,9 @@ def example_inputs(net: DiffusionNet, contract: dict[str, Any], seed: int = 0) -
         shape = [1, m.obs_horizon, *contract["obs_shapes"][key]]
         if key.startswith(IMAGE_PREFIX):
             out.append(torch.from_numpy(g.integers(0, 256, shape, dtype=np.uint8)))
+        elif key == TEXT_KEY:  # a unit vector, as the text encoder gives
+            v = g.standard_normal(shape).astype(np.float32)
+            out.append(torch.from_numpy(v / np.linalg.norm(v, axis=-1, keepdims=True)))
         else:
             lo = np.asarray(contract["normalization"][key]["min"])
             hi = np.asarray(contract["normalization"][key]["max"])
@@ -107,6 +110,9 @@ def model_json(net: DiffusionNet, contract: dict[str, Any], steps: int) -> dict[
         "action_scale": contract["action_scale"],
         # the experiment it was trained in: `tether eval <this folder>` runs it there
         "experiment": portable_experiment(contract.get("experiment")),
+        # a VLA: the text encoder the instruction input needs, and the instructions it was
+        # trained on (docs/vla.md)
+        **{k: contract[k] for k in ("text_encoder", "instructions") if k in contract},
     }
 
 
@@ -195,8 +201,9 @@ def export_checkpoint(checkpoint: Path, fmt: str, out: Path | None) -> Path:
     path = export_onnx(net, contract, out_dir)
     err = parity(net, contract, path)
     meta = json.loads((out_dir / "model.json").read_text())
+    sampler = "Euler (flow)" if net.cfg.objective == "flow" else "DDIM"
     print(
-        f"{path}: {meta['num_inference_steps']} DDIM steps in one graph, torch/onnxruntime "
+        f"{path}: {meta['num_inference_steps']} {sampler} steps in one graph, torch/onnxruntime "
         f"max abs error {err:.2e}"
     )
     if err > 1e-4:

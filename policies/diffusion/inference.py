@@ -1,5 +1,5 @@
 """The inference form of a DiffusionNet: the same function as ``DiffusionNet.sample`` with a
-fixed number of DDIM steps, rearranged so that the traced ONNX graph has few, cheap nodes.
+fixed number of DDIM (flow objective: Euler) steps, rearranged so that the traced ONNX graph has few, cheap nodes.
 
 At batch 1 on one CPU thread onnxruntime spends most of a U-Net's time in per-node overhead
 and in slow element-wise kernels, so the rearrangement is about nodes, not FLOPs:
@@ -38,6 +38,7 @@ from tether.policies.diffusion.model import (
     DiffusionNet,
     alphas_cumprod,
     ddim_timesteps,
+    flow_timesteps,
     step_embedding,
 )
 
@@ -230,11 +231,14 @@ class FastSampler(nn.Module):
         super().__init__()
         self.net = net
         self.steps = steps
-        ts = ddim_timesteps(net.cfg, steps)
+        self.flow = net.cfg.objective == "flow"
+        ts: list[Any] = (
+            flow_timesteps(net.cfg, steps) if self.flow else ddim_timesteps(net.cfg, steps)
+        )
         ab = alphas_cumprod(net.cfg)
         ratio = net.cfg.num_train_timesteps // len(ts)
         self.coef = []
-        for t in ts:
+        for t in [] if self.flow else ts:
             a_t = float(ab[t])
             a_prev = float(ab[t - ratio]) if t - ratio >= 0 else 1.0
             self.coef.append((math.sqrt(1 - a_t), math.sqrt(a_t), math.sqrt(a_prev), a_prev))
@@ -249,6 +253,10 @@ class FastSampler(nn.Module):
             return self.net.sample(obs, noise, self.steps)
         films = self.unet.films(self.net.encode(obs))
         x = noise.transpose(1, 2)[:, :, None]  # (B, D, 1, H)
+        if self.flow:  # Euler steps along the predicted velocity
+            for film in films:
+                x = x + self.unet(x, film) * (1.0 / self.steps)
+            return self.net.to_actions(x[:, :, 0].transpose(1, 2).clamp(-1.0, 1.0))
         for (s1, sa, sp, a_prev), film in zip(self.coef, films, strict=True):
             eps = self.unet(x, film)
             x0 = ((x - s1 * eps) / sa).clamp(-1.0, 1.0)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from tether.core.errors import ConfigError
-from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionModelConfig
+from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY, DiffusionModelConfig
 
 # ranges narrower than this are not stretched to [-1, 1] (a constant feature)
 MIN_RANGE = 1e-4
@@ -39,6 +39,12 @@ def ddim_timesteps(cfg: DiffusionModelConfig, steps: int) -> list[int]:
     steps = min(steps, cfg.num_train_timesteps)
     ratio = cfg.num_train_timesteps // steps
     return [int(t) for t in (np.arange(steps) * ratio)[::-1]]
+
+
+def flow_timesteps(cfg: DiffusionModelConfig, steps: int) -> list[float]:
+    """The flow objective's Euler steps: tau = k / steps (k = 0 .. steps - 1, from noise to
+    actions), scaled to the step embedding's range (num_train_timesteps)."""
+    return [k / steps * cfg.num_train_timesteps for k in range(steps)]
 
 
 class Affine(nn.Module):
@@ -119,11 +125,37 @@ class ImageEncoder(nn.Module):
         self.pool = SpatialSoftmax(cin, keypoints, h, w)
         self.out_dim = 2 * keypoints
 
-    def forward(self, img: Tensor) -> Tensor:
+    def forward(self, img: Tensor, film: Tensor | None = None) -> Tensor:
         # contiguous: channels-last views crash this torch's strided conv backward (heap
         # corruption in torch 2.13 CPU), and NCHW is what ONNX wants anyway
         x = img.permute(0, 3, 1, 2).contiguous().float() * (2.0 / 255.0) - 1.0
         return self.pool(self.blocks(self.stem(x)))
+
+
+class FilmImageEncoder(ImageEncoder):
+    """ImageEncoder whose stem and stages are FiLM-modulated by a conditioning vector (the
+    instruction's embedding): x -> x * (1 + gamma) + beta per channel after each, as in
+    RT-1's FiLM EfficientNet. The FiLM layers start at zero: an identity at first."""
+
+    def __init__(
+        self, height: int, width: int, channels: list[int], keypoints: int, cond_dim: int
+    ) -> None:
+        super().__init__(height, width, channels, keypoints)
+        widths = [channels[0], *channels]
+        self.films = nn.ModuleList(nn.Linear(cond_dim, 2 * c) for c in widths)
+        for film in self.films:
+            nn.init.zeros_(film.weight)
+            nn.init.zeros_(film.bias)
+
+    def forward(self, img: Tensor, film: Tensor | None = None) -> Tensor:
+        assert film is not None, "a FiLM image encoder needs its conditioning vector"
+        x = img.permute(0, 3, 1, 2).contiguous().float() * (2.0 / 255.0) - 1.0
+        stages = [self.stem, *self.blocks]
+        for stage, lin in zip(stages, self.films, strict=True):
+            x = stage(x)
+            gamma, beta = lin(film)[:, :, None, None].chunk(2, 1)
+            x = x * (1.0 + gamma) + beta
+        return self.pool(x)
 
 
 def step_embedding(t: Tensor, dim: int) -> Tensor:
@@ -291,14 +323,29 @@ class DiffusionNet(nn.Module):
         images: dict[str, tuple[int, int]],
         action_range: tuple[np.ndarray, np.ndarray],
         action_names: list[str] | None = None,
+        text_in: int | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
         self.obs_keys = list(cfg.obs_keys)
         self.norm = nn.ModuleDict({_mod(k): Affine(*low_dims[k]) for k in low_dims})
+        # language: the instruction's embedding (text_in wide) projected to cfg.text_dim
+        self.text = TEXT_KEY in self.obs_keys
+        if self.text and not text_in:
+            raise ConfigError(f"observation key '{TEXT_KEY}' needs the text embedding's width")
+        self.text_proj = (
+            nn.Sequential(nn.Linear(int(text_in or 0), cfg.text_dim), nn.SiLU())
+            if self.text
+            else None
+        )
+        film = self.text and cfg.text_film
         self.encoders = nn.ModuleDict(
             {
-                _mod(k): ImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints)
+                _mod(k): (
+                    FilmImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints, int(text_in))
+                    if film and text_in
+                    else ImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints)
+                )
                 for k, (h, w) in images.items()
             }
         )
@@ -317,7 +364,7 @@ class DiffusionNet(nn.Module):
             e.out_dim  # type: ignore[misc]
             for e in self.encoders.values()
         )
-        cond_dim = per_step * cfg.obs_horizon
+        cond_dim = per_step * cfg.obs_horizon + (cfg.text_dim if self.text else 0)
         self.denoiser: nn.Module
         if cfg.denoiser == "mlp":
             self.denoiser = MlpDenoiser(
@@ -345,22 +392,38 @@ class DiffusionNet(nn.Module):
         )
 
     def encode(self, obs: dict[str, Tensor]) -> Tensor:
-        """Raw observations, each (B, To, ...) -> conditioning vector (B, cond_dim)."""
+        """Raw observations, each (B, To, ...) -> conditioning vector (B, cond_dim). The
+        instruction's embedding (B, To, E) counts once, from the latest frame."""
         feats = []
+        text = obs[TEXT_KEY][:, -1] if self.text else None
         for key in self.obs_keys:
+            if key == TEXT_KEY:
+                continue
             x = obs[key]
             b, to = x.shape[0], x.shape[1]
             if key.startswith(IMAGE_PREFIX):
-                f = self.encoders[_mod(key)](x.reshape(b * to, *x.shape[2:]))
+                film = text.repeat_interleave(to, 0) if text is not None else None
+                f = self.encoders[_mod(key)](x.reshape(b * to, *x.shape[2:]), film)
                 feats.append(f.reshape(b, to, -1))
             else:
                 feats.append(self.norm[_mod(key)](x))
-        return torch.cat(feats, -1).flatten(1)
+        cond = torch.cat(feats, -1).flatten(1)
+        if self.text_proj is not None:
+            cond = torch.cat([cond, self.text_proj(text)], -1)
+        return cond
 
     def loss(self, obs: dict[str, Tensor], actions: Tensor, gen: torch.Generator | None) -> Tensor:
-        """DDPM epsilon-prediction loss of raw actions (B, H, D) given raw observations."""
+        """DDPM epsilon-prediction loss of raw actions (B, H, D) given raw observations; for
+        the flow objective, the flow-matching loss: at tau ~ U(0, 1) on the straight path
+        x_tau = (1 - tau) noise + tau actions, the velocity (actions - noise)."""
         x0 = self.action_norm(actions)
         b = x0.shape[0]
+        if self.cfg.objective == "flow":
+            tau = torch.rand((b,), generator=gen)
+            noise = torch.randn(x0.shape, generator=gen)
+            xt = (1 - tau)[:, None, None] * noise + tau[:, None, None] * x0
+            v = self.denoiser(xt, tau * self.cfg.num_train_timesteps, self.encode(obs))
+            return F.mse_loss(v, x0 - noise)
         t = torch.randint(0, self.cfg.num_train_timesteps, (b,), generator=gen)
         eps = torch.randn(x0.shape, generator=gen)
         ab = self.alphas_cumprod[t][:, None, None]
@@ -374,6 +437,11 @@ class DiffusionNet(nn.Module):
         unrolls it into one graph.
         """
         cond = self.encode(obs)
+        if self.cfg.objective == "flow":
+            x = noise
+            for t in flow_timesteps(self.cfg, steps):
+                x = x + self.denoiser(x, torch.full((noise.shape[0],), t), cond) / steps
+            return self.to_actions(x.clamp(-1.0, 1.0))
         ab = alphas_cumprod(self.cfg)
         ts = ddim_timesteps(self.cfg, steps)
         ratio = self.cfg.num_train_timesteps // len(ts)

@@ -12,7 +12,7 @@ from tether.core.spec import RobotSpec
 from tether.core.types import ActionChunk, Observation
 from tether.policies.chunking import ChunkPlan, ObsHistory
 from tether.policies.diffusion.checkpoint import load_net
-from tether.policies.diffusion.config import DiffusionPolicyConfig
+from tether.policies.diffusion.config import TEXT_KEY, DiffusionPolicyConfig
 
 
 class DiffusionPolicy:
@@ -36,7 +36,15 @@ class DiffusionPolicy:
             )
         self.steps = cfg.num_inference_steps or m.num_inference_steps
         action_dt = float(self._contract["action_dt"])
-        self.history = ObsHistory(m.obs_keys, m.obs_horizon, action_dt)
+        self.language: Any = None
+        if TEXT_KEY in m.obs_keys:  # a VLA: the instruction is an input (docs/vla.md)
+            from pathlib import Path
+
+            from tether.policies.vla.language import LanguageInput
+
+            self.language = LanguageInput(self._contract, Path(cfg.checkpoint))
+        keys = [k for k in m.obs_keys if k != TEXT_KEY]
+        self.history = ObsHistory(keys, m.obs_horizon, action_dt)
         self.plan = ChunkPlan(action_dt, spec.dt, cfg.execute_steps or m.execute_steps)
         self.rng = np.random.default_rng(cfg.seed)
         self.inferences = 0
@@ -63,11 +71,20 @@ class DiffusionPolicy:
 
     def act(self, obs: Observation) -> ActionChunk:
         self.history.push(obs)
+        stacked_text = None
+        if self.language is not None:
+            emb, hold = self.language.gate(obs, self.spec, self.plan)
+            if hold is not None:
+                return hold
+            stacked_text = np.repeat(emb[None], self.net.cfg.obs_horizon, 0)
         if self.plan.needs_plan(obs.stamp_ns):
             m = self.net.cfg
             noise = self.rng.standard_normal((m.horizon, self.net.action_dim)).astype(np.float32)
             noise *= np.float32(m.noise_scale)
-            self.plan.set(self.predict(self.history.stacked(), noise), obs.stamp_ns)
+            stacked = self.history.stacked()
+            if stacked_text is not None:
+                stacked[TEXT_KEY] = stacked_text
+            self.plan.set(self.predict(stacked, noise), obs.stamp_ns)
             self.inferences += 1
         return self.plan.chunk_at(obs.stamp_ns)
 

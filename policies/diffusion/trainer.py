@@ -25,7 +25,7 @@ from tether.policies.diffusion.checkpoint import (
     load_train_state,
     save_checkpoint,
 )
-from tether.policies.diffusion.config import IMAGE_PREFIX, DiffusionTrainConfig
+from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY, DiffusionTrainConfig
 from tether.policies.diffusion.dataset import WindowDataset, load_windows
 from tether.policies.diffusion.model import DiffusionNet
 
@@ -38,12 +38,17 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
     norm = {
         k: {"min": ds.stats[k][0].tolist(), "max": ds.stats[k][1].tolist()}
         for k in m.obs_keys
-        if not k.startswith(IMAGE_PREFIX)
+        if not k.startswith(IMAGE_PREFIX) and k != TEXT_KEY
     }
     for k in m.obs_keys:
         if k.startswith(IMAGE_PREFIX):
             norm[k] = {"uint8_to": [-1.0, 1.0]}
     lo, hi = ds.stats["action"]
+    language: dict[str, Any] = {}
+    if TEXT_KEY in m.obs_keys:
+        # which encoder the instruction's embedding comes from (the runtime refuses another)
+        # and what the policy was trained on (the runtime reports how far an instruction is)
+        language = {"text_encoder": ds.text_encoder, "instructions": ds.instructions}
     return {
         "format": CKPT_FORMAT,
         "trainer": "diffusion",
@@ -64,6 +69,7 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
         "model": m.model_dump(mode="json"),
         "dataset": str(tc.dataset),
         "experiment": dump_config(cfg),
+        **language,
     }
 
 
@@ -75,6 +81,13 @@ def _shift_images(x: np.ndarray, pad: int, rng: np.random.Generator) -> np.ndarr
     padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
     dx, dy = rng.integers(0, 2 * pad + 1, (2, b))
     return np.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(b)])
+
+
+def _jitter_text(x: np.ndarray, std: float, rng: np.random.Generator) -> torch.Tensor:
+    """Instruction augmentation: (B, To, E) unit embeddings plus Gaussian noise (one draw per
+    sample, the same for its frames), renormalised."""
+    noisy = x + rng.normal(0.0, std, (x.shape[0], 1, x.shape[2])).astype(np.float32)
+    return torch.from_numpy(noisy / np.linalg.norm(noisy, axis=-1, keepdims=True))
 
 
 def _lr(tc: DiffusionTrainConfig, step: int) -> float:
@@ -105,7 +118,7 @@ def training_curve(losses: list[float], path: Path, title: str) -> Path:
         ax.plot(np.arange(k - 1, len(a)), np.convolve(a, np.ones(k) / k, "valid"), label="mean 50")
     ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("DDPM noise MSE")
+    ax.set_ylabel("denoiser MSE (noise, or velocity for flow)")
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
@@ -143,7 +156,7 @@ class DiffusionTrainer:
         torch.set_num_threads(tc.threads)
         torch.manual_seed(tc.seed)
         t_load = time.monotonic()
-        ds = load_windows(tc.dataset, m, tc.max_episodes)
+        ds = load_windows(tc.dataset, m, tc.max_episodes, tc.text_encoder)
         print(
             f"tether train: {ds.episodes} episodes, {len(ds)} samples at {ds.fps:g} fps, "
             f"keys {m.obs_keys} ({time.monotonic() - t_load:.1f} s to load) -> {out}"
@@ -181,6 +194,8 @@ class DiffusionTrainer:
                 )
                 for k, v in obs_np.items()
             }
+            if TEXT_KEY in obs and tc.text_noise > 0:
+                obs[TEXT_KEY] = _jitter_text(obs_np[TEXT_KEY], tc.text_noise, rng)
             for g in opt.param_groups:
                 g["lr"] = _lr(tc, step)
             loss = net.loss(obs, torch.from_numpy(act_np), gen)

@@ -86,6 +86,95 @@ def experiment(dataset: Path, steps: int = 3, **model: Any) -> Any:
     )
 
 
+# ---- a tiny language-conditioned policy (VLA, docs/vla.md) ------------------------------
+
+LEFT, RIGHT = "move to the left", "move to the right"
+
+
+def write_language_dataset(root: Path, episodes: int = 4, frames: int = 20) -> Path:
+    """The same observations under two instructions: episodes 2k and 2k + 1 see the same
+    states (from ``start_state(k)``), action[:7] = state[:7] + 0.1 * side, action[7] = 0.04
+    if side > 0 else 0, with side +1 for LEFT (even episodes) and -1 for RIGHT."""
+    from tether.core.data.lerobot import LeRobotWriter
+
+    features: dict[str, dict[str, Any]] = {
+        "observation.state": {"dtype": "float32", "shape": [9]},
+        "observation.images.front": {"dtype": "video", "shape": [IMG, IMG, 3]},
+        "action": {"dtype": "float32", "shape": [8]},
+    }
+    with LeRobotWriter(root, 30, features, "panda", video_codec="libx264") as w:
+        for ep in range(episodes):
+            side = 1.0 if ep % 2 == 0 else -1.0
+            w.start_episode(LEFT if side > 0 else RIGHT)
+            q = start_state(ep // 2)
+            for _ in range(frames):
+                q[:7] += 0.01
+                act = np.concatenate([q[:7] + 0.1 * side, [0.04 if side > 0 else 0.0]])
+                w.add_frame(
+                    {
+                        "observation.state": q.copy(),
+                        "observation.images.front": np.full((IMG, IMG, 3), 120, np.uint8),
+                        "action": act.astype(np.float32),
+                    }
+                )
+            w.save_episode()
+    return root
+
+
+def start_state(pair: int) -> np.ndarray:
+    return np.random.default_rng(pair).uniform(-0.5, 0.5, 9).astype(np.float32)
+
+
+def vla_experiment(dataset: Path, steps: int, **model: Any) -> Any:
+    from tether.core.config import parse_experiment
+
+    return parse_experiment(
+        {
+            "name": "tiny_vla",
+            "robot": "panda",
+            "sim": {"type": "mujoco", "control_hz": 100},
+            "task": {"type": "lift"},
+            "policy": {"type": "hold"},
+            "train": {
+                "type": "vla",
+                "dataset": str(dataset),
+                "model": {
+                    **TINY_MODEL,
+                    "obs_keys": ["state", "instruction"],
+                    "obs_horizon": 1,
+                    "objective": "flow",
+                    "text_dim": 16,
+                    **model,
+                },
+                "steps": steps,
+                "batch_size": 32,
+                "warmup_steps": 1,
+                "lr": 3e-3,
+                "ema_decay": 0.9,
+                "checkpoint_every": steps,
+            },
+        }
+    )
+
+
+def tiny_vla(out: Path, steps: int = 600) -> Path:
+    """A tiny VLA ([state, instruction] -> a flow-matching MLP head) trained on
+    write_language_dataset for ``steps`` steps and exported; returns the model folder."""
+    import contextlib
+    import io
+
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    data = write_language_dataset(out / "dataset")
+    cfg = vla_experiment(
+        data, steps, denoiser="mlp", mlp_width=64, mlp_blocks=2, num_inference_steps=8
+    )
+    with contextlib.redirect_stdout(io.StringIO()):
+        DiffusionTrainer.train(cfg, out / "ckpt", resume=False)
+        return export_checkpoint(out / "ckpt", "onnx", out / "model").parent
+
+
 REACH_RESIDUAL = "configs/experiments/panda_reach_residual.yaml"
 
 

@@ -112,3 +112,61 @@ def test_record_stores_each_episodes_instruction_as_its_task(repo, tmp_path):
     tasks = [reader.episode(i)["task"][0] for i in range(3)]
     assert tasks == drawn
     assert set(reader.tasks) == set(drawn)
+
+
+def test_a_vla_policy_server_waits_for_an_instruction_then_reports_it(repo, tmp_path):
+    """A language-conditioned policy (a tiny VLA: tests/policies/policy_helpers.tiny_vla)
+    served by the policy server with no instruction in force: it holds the arm, says once
+    (one log line, one "waiting" event on episode_status) that it waits; an instruction it
+    was never trained on then drives it, and the "instruction" event names the nearest
+    training instruction and its cosine similarity."""
+    pytest.importorskip("torch")
+    pytest.importorskip("tokenizers")
+    sys.path.insert(0, str(repo / "tests" / "policies"))
+    from policy_helpers import LEFT, RIGHT, tiny_vla
+
+    model = tiny_vla(tmp_path, steps=50)
+    cfg = load_config(
+        repo / "configs/experiments/panda_lift_expert.yaml",
+        [
+            "sim.cameras=[]",
+            "ros.rate_mode=lockstep",
+            "episodes.autostart=true",
+            "episodes.auto_reset=false",
+            "policy.type=onnx",
+            f"policy.model={model / 'model.onnx'}",
+        ],
+    )
+    with ros_context() as ctx:
+        bridge = SimBridge(cfg, context=ctx)
+        server = PolicyServer(cfg, context=ctx)
+        probe = Node("probe", context=ctx)
+        events: list[dict] = []
+        probe.create_subscription(
+            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        pub = probe.create_publisher(String, itf.INSTRUCTION, itf.INSTRUCTION_QOS)
+        ex = SingleThreadedExecutor(context=ctx)
+        for n in (bridge, server, probe):
+            ex.add_node(n)
+        backend = bridge.io.runner.backend
+        q0 = backend.observe()["state"].copy()
+        try:
+            assert spin_until(ex, lambda: bridge.io.runner.backend.sim_time >= 0.3, 30)
+            waiting = [e for e in events if e["event"] == "waiting"]
+            assert len(waiting) == 1 and waiting[0]["holding"], events
+            # held: the arm has not moved (the servos hold the commanded start)
+            assert abs(backend.observe()["state"] - q0)[:7].max() < 2e-3
+            pub.publish(String(data="please move somewhere"))
+            assert spin_until(ex, lambda: any(e["event"] == "instruction" for e in events), 10)
+            assert spin_until(ex, lambda: bridge.io.runner.backend.sim_time >= 0.8, 30)
+        finally:
+            for n in (bridge, server, probe):
+                n.destroy_node()
+    said = next(e for e in events if e["event"] == "instruction")
+    assert said["instruction"] == "please move somewhere"
+    assert said["nearest_training_instruction"] in (LEFT, RIGHT)
+    assert 0.0 < said["similarity"] < 0.95
+    assert len([e for e in events if e["event"] == "waiting"]) == 1
+    # it acts on the words it was given: the arm moves
+    assert abs(backend.observe()["state"] - q0)[:7].max() > 1e-2

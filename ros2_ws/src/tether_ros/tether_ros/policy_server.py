@@ -19,11 +19,12 @@ for the latest observation, instead of answering every observation.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 from rclpy.node import Node
-from std_msgs.msg import Header
+from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
@@ -68,6 +69,13 @@ class PolicyServer(Node):
         if self.chunk_mode and registry.served_per_observation(self.cfg.policy.type):
             raise ConfigError(chunked_refusal(self.cfg.policy.type))
         self.latest: Observation | None = None
+        # a language-conditioned policy (docs/vla.md): what it makes of each instruction,
+        # and that it waits for one, go out on episode_status (events "instruction",
+        # "waiting") and in one log line each
+        self.language = getattr(self.policy, "language", None)
+        self._said_waiting = False
+        if self.language is not None:
+            self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
         if self.chunk_mode:
             self.chunk_pub = self.create_publisher(JointTrajectory, ACTION_CHUNK, itf.COMMAND_QOS)
             self.create_subscription(Header, CHUNK_REQUEST, self._on_request, itf.COMMAND_QOS)
@@ -91,7 +99,24 @@ class PolicyServer(Node):
     def _on_instruction(self, text: str) -> None:
         """A new instruction: the next chunk is planned for it (the one in progress is
         dropped)."""
-        self.get_logger().info(f"instruction: '{text}'")
+        if self.language is not None:
+            self.language.instruction = text
+            status = self.language.status()
+            self._report("instruction", status)
+            near = ""
+            if "similarity" in status:
+                near = (
+                    f" (nearest training instruction: '{status['nearest_training_instruction']}',"
+                    f" cosine similarity {status['similarity']:.2f})"
+                )
+            if "truncated_to_tokens" in status:
+                self.get_logger().warning(
+                    f"instruction longer than the text encoder's {status['truncated_to_tokens']}"
+                    " tokens: truncated"
+                )
+            self.get_logger().info(f"instruction: '{text}'{near}")
+        else:
+            self.get_logger().info(f"instruction: '{text}'")
         replan = getattr(self.policy, "replan", None)
         if replan is not None:
             replan()
@@ -124,9 +149,24 @@ class PolicyServer(Node):
         t0 = now_ns()
         chunk = self.policy.act(obs)
         self.infer_ms.append((now_ns() - t0) * 1e-6)
+        if (
+            self.language is not None
+            and self.language.instruction is None
+            and not self._said_waiting
+        ):
+            self._said_waiting = True
+            self.get_logger().warning(
+                "no instruction yet: holding the robot until one arrives on 'instruction'"
+            )
+            self._report("waiting", {"reason": "no instruction", "holding": True})
         del self.infer_ms[:-10000]
         chunk.t0_ns = obs.stamp_ns
         return chunk
+
+    def _report(self, event: str, data: dict[str, Any]) -> None:
+        self.pub_status.publish(
+            String(data=json.dumps({"event": event, "node": "policy_server", **data}))
+        )
 
     def _on_request(self, _msg: Header) -> None:
         """A chunk_executor's queue runs low: a fresh chunk for the latest observation."""

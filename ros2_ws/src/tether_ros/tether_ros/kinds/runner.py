@@ -209,8 +209,6 @@ class EpisodeBridge:
         """The end event's data."""
         summary = self.world.summary()
         summary["rejected"] = self.rejected
-        if self._language:
-            summary["instruction"] = self.world.task.instruction
         return summary
 
     def _on_instruction(self, msg: String) -> None:

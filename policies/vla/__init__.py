@@ -1,0 +1,1 @@
+"""Language-conditioned policies (VLA): docs/vla.md."""

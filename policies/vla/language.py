@@ -1,0 +1,106 @@
+"""The instruction as a policy input, without torch (docs/vla.md): shared by the torch policy
+(``diffusion`` type on a checkpoint) and the onnxruntime one (``onnx`` type on an exported
+folder), so both read language the same way.
+
+- The text encoder is the one the model was trained with (its record in the contract:
+  name, width, file hashes): a folder's own ``text_encoder/`` first, else the one built at
+  set-up; anything else is refused in one sentence when the policy is built, before any
+  node moves the robot.
+- Each new instruction is embedded once (the encoder caches it), never per step.
+- An instruction unlike the training ones still drives the policy; :meth:`status` reports
+  the cosine similarity to the nearest training instruction, and whether the text was
+  truncated to the encoder's token limit.
+- No instruction (None or blank): :meth:`embedding` returns None and the policy holds the
+  arm where it is (:func:`hold_chunk`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.core.errors import ConfigError
+from tether.core.spec import RobotSpec
+from tether.core.types import ActionChunk, Observation
+from tether.policies.vla.text_encoder import TextEncoder, encoders_root
+
+# the folder name of a text encoder shipped inside a model folder
+LOCAL_ENCODER = "text_encoder"
+# what the text encoder record must agree on with the one the model was trained with
+MATCH_KEYS = ("name", "dim", "graph_sha256", "tokenizer_sha256")
+
+
+class LanguageInput:
+    """The instruction in force, its embedding, and how far it is from the training ones."""
+
+    def __init__(self, contract: dict[str, Any], model_dir: Path | None = None) -> None:
+        record = contract.get("text_encoder")
+        if not isinstance(record, dict) or "name" not in record:
+            raise ConfigError(
+                "the model reads the instruction but its contract names no text encoder "
+                "(train it again with this version of Tether)"
+            )
+        expect = {k: record[k] for k in MATCH_KEYS if k in record}
+        local = model_dir / LOCAL_ENCODER if model_dir is not None else None
+        folder = local if local is not None and local.is_dir() else encoders_root() / record["name"]
+        self.encoder = TextEncoder(folder, expect)
+        self.trained = [str(t) for t in contract.get("instructions") or []]
+        self._trained_emb = (
+            np.stack([self.encoder.encode(t) for t in self.trained]) if self.trained else None
+        )
+        self.instruction: str | None = None
+        self._planned_for: str | None = None
+
+    def gate(
+        self, obs: Observation, spec: RobotSpec, plan: Any
+    ) -> tuple[np.ndarray | None, ActionChunk | None]:
+        """Before a policy acts on ``obs``: (embedding, None) to act with, dropping the
+        chunk ``plan`` holds when the instruction changed (the next action follows the new
+        one); or (None, a hold chunk) while no instruction was ever given."""
+        emb = self.embedding(obs)
+        if emb is None:
+            plan.reset()
+            return None, hold_chunk(spec, obs)
+        if self.instruction != self._planned_for:
+            plan.reset()
+            self._planned_for = self.instruction
+        return emb, None
+
+    def embedding(self, obs: Observation) -> np.ndarray | None:
+        """The embedding (dim,) of the observation's instruction (the one in force when the
+        observation has none); None while no instruction was ever given."""
+        text = (obs.instruction or "").strip()
+        if text:
+            self.instruction = text
+        if self.instruction is None:
+            return None
+        return self.encoder.encode(self.instruction)
+
+    def status(self) -> dict[str, Any]:
+        """What a user should see: the instruction in force, the nearest training
+        instruction and its cosine similarity, and whether the text was truncated."""
+        if self.instruction is None:
+            return {"instruction": None, "waiting": "no instruction yet: holding"}
+        out: dict[str, Any] = {"instruction": self.instruction}
+        if self._trained_emb is not None:
+            sims = self._trained_emb @ self.encoder.encode(self.instruction)
+            best = int(np.argmax(sims))
+            out["nearest_training_instruction"] = self.trained[best]
+            out["similarity"] = round(float(sims[best]), 4)
+        if self.instruction in self.encoder.truncated:
+            out["truncated_to_tokens"] = self.encoder.max_tokens
+        return out
+
+
+def hold_chunk(spec: RobotSpec, obs: Observation) -> ActionChunk:
+    """One action that holds a joint-position arm where it is (the first ``action.dim``
+    state entries: the joints, then the first finger)."""
+    if spec.action.mode != "joint_position":
+        raise ConfigError(
+            f"a language-conditioned policy can hold only a joint-position robot without an "
+            f"instruction; {spec.name} takes {spec.action.mode} actions"
+        )
+    hold = np.asarray(obs["state"][: spec.action.dim], dtype=np.float32)
+    return ActionChunk(hold[None], spec.dt, obs.stamp_ns)
