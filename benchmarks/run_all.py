@@ -20,6 +20,7 @@ BENCHMARKS = [
     "safety.py",
     "shipped_models.py",
     "residual_rl.py",
+    "vla.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -273,6 +274,46 @@ def residual_rl_table(d: dict) -> list[str]:
     return rows
 
 
+def vla_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| VLA, multi-task scene (`benchmarks/results/vla.json`): sub-task | training phrasings "
+        "| held-out paraphrases | over ROS 2 (fixed instruction) |",
+        "|---|---|---|---|",
+    ]
+    ros = {r["subtask"]: r for r in d.get("ros2", [])}
+    for sub in dict.fromkeys(c["subtask"] for c in d["cases"]):
+        cell = {}
+        for c in d["cases"]:
+            if c["subtask"] == sub:
+                cell[c["phrasing"]] = f"{c['successes']}/{c['episodes']}"
+        r = ros.get(sub)
+        over_ros = f"{r['successes']}/{r['episodes']}" if r else "-"
+        rows.append(
+            f"| {sub} | {cell.get('train', '-')} | {cell.get('heldout', '-')} | {over_ros} |"
+        )
+    ms, f, lat, tr, m = (
+        d["mean_success"],
+        d["instruction_following"],
+        d["latency_ms"],
+        d["training"],
+        d["machine"],
+    )
+    rows += [
+        f"| **mean** | {100 * ms['train']:.0f} % | {100 * ms['heldout']:.0f} % | |",
+        "",
+        f"Instruction following: of {f['scenes']} scenes, {f['both_correct']} end in the right "
+        f"outcome under both '{f['instructions'][0]}' and '{f['instructions'][1]}'. Latency, one "
+        f"onnxruntime thread: a chunk with both images p50 / p99 "
+        f"{lat['chunk_with_images']['p50']:.2f} / {lat['chunk_with_images']['p99']:.2f} ms; the "
+        f"text encoder per new instruction {lat['text_encoder']['p50']:.2f} / "
+        f"{lat['text_encoder']['p99']:.2f} ms. Training: {tr['steps']} steps of {tr['batch_size']}, "
+        f"{tr['train_s'] / 60:.0f} min, {tr['parameters'] / 1e6:.2f} M parameters. "
+        f"{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; seeds from 1000; {d['how']}.",
+    ]
+    return rows
+
+
 TABLES = [
     ("ros_loop.json", ros_loop_table),
     ("recorder.json", recorder_table),
@@ -283,6 +324,7 @@ TABLES = [
     ("safety.json", safety_table),
     ("shipped_models.json", shipped_models_table),
     ("residual_rl.json", residual_rl_table),
+    ("vla.json", vla_table),
 ]
 
 

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,10 @@ def build(out: Path | None = None, force: bool = False) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         stage = Path(tmp)
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # the TorchScript exporter (deprecated, but it traces BERT into one static graph)
+            # and its notes on shapes that are constants of the trace
+            warnings.simplefilter("ignore")
             torch.onnx.export(
                 model,
                 (ids, torch.ones_like(ids)),
