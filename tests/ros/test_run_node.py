@@ -43,3 +43,44 @@ def test_a_failure_without_a_signal_is_one_sentence_and_exit_2(capsys):
     assert run_node(_failed_build, args=[]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "error: model file not found: models/nothing/model.onnx"
+
+
+HANGING_NODE = """
+import os, signal, threading, time
+from rclpy.node import Node
+from tether_ros import runtime
+runtime.TEARDOWN_S = 1.0
+
+class Hangs(Node):
+    def __init__(self):
+        super().__init__("hangs")
+        self.create_timer(0.05, lambda: None)
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+
+    def close(self):
+        print("closed", flush=True)
+
+    def destroy_node(self):
+        time.sleep(60)  # as rclpy's destroy_when_not_in_use did, rarely, in CI
+
+raise SystemExit(runtime.run_node(Hangs, args=[]))
+"""
+
+
+def test_a_teardown_that_hangs_still_exits_after_the_safe_stop():
+    """A node whose destroy_node never returns (an rclpy teardown hang seen in CI): after
+    SIGINT, close() (the safe stop) runs, then the process exits 0 within the teardown
+    watchdog's limit, saying so and dumping the stacks."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-c", HANGING_NODE], capture_output=True, text=True, timeout=30
+    )
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert "closed" in r.stdout
+    assert "teardown did not finish in 1 s" in r.stderr and "destroy_node" in r.stderr
+    assert took < 20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import os
 import signal
 import sys
 import threading
@@ -24,6 +25,10 @@ from tether.core.errors import TetherError
 # how long the spin loop waits for work before it looks whether a signal asked it to stop (s)
 SIGNAL_POLL_S = 0.1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# the longest the teardown after close() may take: rclpy's destroy_node has hung (rarely,
+# in ``destroy_when_not_in_use``) in CI runs of the installed graphs; by then close() has
+# made the robot safe, so the process exits with its code instead of hanging
+TEARDOWN_S = 5.0
 
 
 def make_executor(context: Any = None) -> SingleThreadedExecutor:
@@ -105,17 +110,41 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
             raise
     finally:
         spinning = True  # a second Ctrl-C must not cut the safe stop short
+        watchdog: threading.Timer | None = None
         try:
             if node is not None:
                 close = getattr(node, "close", None)
                 if close is not None:
                     close()
+                watchdog = _teardown_watchdog(node.get_name(), lambda: code)
                 with contextlib.suppress(RCLError):
                     node.destroy_node()
             if executor is not None:
                 executor.shutdown()
         finally:
             rclpy.try_shutdown()
+            if watchdog is not None:
+                watchdog.cancel()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return code
+
+
+def _teardown_watchdog(name: str, code: Callable[[], int]) -> threading.Timer:
+    """Exit the process with ``code()`` if the teardown takes longer than TEARDOWN_S (the
+    node's stack goes to stderr first, so the log shows where it hung)."""
+
+    def expire() -> None:
+        print(
+            f"{name}: teardown did not finish in {TEARDOWN_S:g} s (rclpy destroy_node); "
+            "exiting (the node had stopped safely)",
+            file=sys.stderr,
+            flush=True,
+        )
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(code())
+
+    timer = threading.Timer(TEARDOWN_S, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
