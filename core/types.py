@@ -9,6 +9,9 @@ from typing import Any
 import numpy as np
 
 IMAGE_PREFIX = "images/"
+# the language input of a policy's observation keys: Observation.instruction (a dataset's
+# per-episode task string), fed to a VLA as its text encoder's embedding (docs/vla.md)
+TEXT_KEY = "instruction"
 
 
 @dataclass

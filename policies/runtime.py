@@ -16,14 +16,12 @@ import numpy as np
 
 from tether.core.errors import ConfigError, TetherError
 from tether.core.spec import RobotSpec
-from tether.core.types import ActionChunk, Observation
+from tether.core.types import TEXT_KEY, ActionChunk, Observation
 from tether.policies.chunking import ChunkPlan, ObsHistory
 from tether.policies.config_onnx import OnnxPolicyConfig
 
 FORMAT = "tether-onnx/1"
 NOISE_KEY = "noise"
-# the language input (an instruction's embedding, docs/vla.md)
-TEXT_KEY = "instruction"
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",

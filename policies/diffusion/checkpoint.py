@@ -17,7 +17,12 @@ from tether.core.data.lerobot_reader import atomic_write_json
 from tether.core.errors import TetherError
 from tether.policies.checkpoint_io import CONTRACT
 from tether.policies.checkpoint_io import read_contract as read_checked
-from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY, DiffusionModelConfig
+from tether.policies.diffusion.config import (
+    IMAGE_PREFIX,
+    TEXT_KEY,
+    DiffusionModelConfig,
+    low_dim,
+)
 from tether.policies.diffusion.model import DiffusionNet
 
 WEIGHTS = "model.safetensors"
@@ -33,7 +38,7 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
     low = {
         k: (np.asarray(norm[k]["min"]), np.asarray(norm[k]["max"]))
         for k in cfg.obs_keys
-        if not k.startswith(IMAGE_PREFIX) and k != TEXT_KEY
+        if low_dim(k)
     }
     images = {
         k: (int(contract["obs_shapes"][k][0]), int(contract["obs_shapes"][k][1]))
@@ -142,7 +147,7 @@ def synthetic_contract(
     norm: dict[str, Any] = {
         k: {"min": [-1.0] * shape[0], "max": [1.0] * shape[0]}
         for k, shape in obs_shapes.items()
-        if not k.startswith(IMAGE_PREFIX)
+        if low_dim(k)
     }
     names = list(action_names) if action_names else [f"a{i}" for i in range(action_dim)]
     action_dim = len(names)

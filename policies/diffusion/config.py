@@ -8,13 +8,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.core.config import ComponentConfig
+from tether.core.types import TEXT_KEY as TEXT_KEY  # the language key (re-exported)
 
 #: Observation keys a diffusion policy can read and the dataset feature each comes from.
 DATASET_FEATURES = {"state": "observation.state", "env_state": "observation.environment_state"}
 IMAGE_PREFIX = "images/"
-#: The language key: the episode's task string (LeRobot's ``task``; Observation.instruction
-#: at run time), fed to the network as the frozen text encoder's embedding
-TEXT_KEY = "instruction"
+
+
+def low_dim(key: str) -> bool:
+    """An observation key normalised by min/max: not an image, not the instruction."""
+    return not key.startswith(IMAGE_PREFIX) and key != TEXT_KEY
 
 
 def dataset_feature(key: str) -> str:

@@ -20,6 +20,7 @@ from tether.policies.diffusion.config import (
     TEXT_KEY,
     DiffusionModelConfig,
     dataset_feature,
+    low_dim,
 )
 
 
@@ -115,11 +116,7 @@ def load_windows(
         start += n
     obs = {k: np.concatenate(v) for k, v in frames.items()}
     action = np.concatenate(actions)
-    stats = {
-        k: _minmax(reader, dataset_feature(k), obs[k])
-        for k in cfg.obs_keys
-        if not k.startswith(IMAGE_PREFIX) and k != TEXT_KEY
-    }
+    stats = {k: _minmax(reader, dataset_feature(k), obs[k]) for k in cfg.obs_keys if low_dim(k)}
     stats["action"] = _minmax(reader, "action", action)
     names = reader.features["action"].get("names") or [f"a{i}" for i in range(action.shape[1])]
     return WindowDataset(

@@ -1,5 +1,6 @@
 """The inference form of a DiffusionNet: the same function as ``DiffusionNet.sample`` with a
-fixed number of DDIM (flow objective: Euler) steps, rearranged so that the traced ONNX graph has few, cheap nodes.
+fixed number of DDIM (flow objective: Euler) steps, rearranged so that the traced ONNX graph
+has few, cheap nodes.
 
 At batch 1 on one CPU thread onnxruntime spends most of a U-Net's time in per-node overhead
 and in slow element-wise kernels, so the rearrangement is about nodes, not FLOPs:

@@ -343,7 +343,7 @@ class DiffusionNet(nn.Module):
             {
                 _mod(k): (
                     FilmImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints, int(text_in))
-                    if film and text_in
+                    if film
                     else ImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints)
                 )
                 for k, (h, w) in images.items()

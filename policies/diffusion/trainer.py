@@ -25,7 +25,12 @@ from tether.policies.diffusion.checkpoint import (
     load_train_state,
     save_checkpoint,
 )
-from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY, DiffusionTrainConfig
+from tether.policies.diffusion.config import (
+    IMAGE_PREFIX,
+    TEXT_KEY,
+    DiffusionTrainConfig,
+    low_dim,
+)
 from tether.policies.diffusion.dataset import WindowDataset, load_windows
 from tether.policies.diffusion.model import DiffusionNet
 
@@ -38,7 +43,7 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
     norm = {
         k: {"min": ds.stats[k][0].tolist(), "max": ds.stats[k][1].tolist()}
         for k in m.obs_keys
-        if not k.startswith(IMAGE_PREFIX) and k != TEXT_KEY
+        if low_dim(k)
     }
     for k in m.obs_keys:
         if k.startswith(IMAGE_PREFIX):

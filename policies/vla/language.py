@@ -78,18 +78,20 @@ class LanguageInput:
             return None
         return self.encoder.encode(self.instruction)
 
-    def status(self) -> dict[str, Any]:
-        """What a user should see: the instruction in force, the nearest training
-        instruction and its cosine similarity, and whether the text was truncated."""
-        if self.instruction is None:
+    def status(self, text: str | None = None) -> dict[str, Any]:
+        """What a user should see of ``text`` (default: the instruction in force): the
+        nearest training instruction and its cosine similarity, and whether the text was
+        truncated."""
+        text = self.instruction if text is None else text
+        if text is None:
             return {"instruction": None, "waiting": "no instruction yet: holding"}
-        out: dict[str, Any] = {"instruction": self.instruction}
+        out: dict[str, Any] = {"instruction": text}
         if self._trained_emb is not None:
-            sims = self._trained_emb @ self.encoder.encode(self.instruction)
+            sims = self._trained_emb @ self.encoder.encode(text)
             best = int(np.argmax(sims))
             out["nearest_training_instruction"] = self.trained[best]
             out["similarity"] = round(float(sims[best]), 4)
-        if self.instruction in self.encoder.truncated:
+        if text in self.encoder.truncated:
             out["truncated_to_tokens"] = self.encoder.max_tokens
         return out
 

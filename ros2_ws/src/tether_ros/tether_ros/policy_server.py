@@ -100,8 +100,7 @@ class PolicyServer(Node):
         """A new instruction: the next chunk is planned for it (the one in progress is
         dropped)."""
         if self.language is not None:
-            self.language.instruction = text
-            status = self.language.status()
+            status = self.language.status(text)
             self._report("instruction", status)
             near = ""
             if "similarity" in status:
