@@ -27,9 +27,18 @@ def panda():
 
 
 # Every test session gets its own DDS domain, so concurrent runs (or stray nodes) on this
-# machine never cross-talk. Nodes started as subprocesses inherit it.
-if "ROS_DOMAIN_ID" not in os.environ:
-    os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
+# machine never cross-talk. Nodes started as subprocesses inherit it. Under pytest-xdist
+# (`make test` runs two workers) each worker gets the next domain after the session's:
+# the controller picks the base before the workers start, and they inherit it.
+if "TETHER_TEST_DOMAIN_BASE" not in os.environ:
+    os.environ["TETHER_TEST_DOMAIN_BASE"] = os.environ.get(
+        "ROS_DOMAIN_ID", str(100 + (os.getpid() % 40) * 3)
+    )
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+os.environ["ROS_DOMAIN_ID"] = str(
+    int(os.environ["TETHER_TEST_DOMAIN_BASE"])
+    + (int(_worker.removeprefix("gw")) + 1 if _worker.startswith("gw") else 0)
+)
 
 
 # --- no test leaves this process real-time --------------------------------------------------
