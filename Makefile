@@ -9,7 +9,7 @@ export PYOPENGL_PLATFORM ?= egl
 export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/configs/dds/fastdds_shm.xml
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
-.PHONY: setup apt demo test test-fast bench lint format clean
+.PHONY: setup apt demo test test-fast test-lerobot lerobot-env bench lint format clean
 
 setup: apt $(STAMP)
 
@@ -35,11 +35,34 @@ $(STAMP):
 demo: setup
 	$(PY) -m tether.cli.main demo
 
+# two workers, one test file each at a time (a file's fixtures and ROS graphs stay in one
+# process; each worker has its own DDS domain, tests/conftest.py); TEST_WORKERS=0: serial
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q $(XDIST) --durations=25
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(XDIST) -m "not slow"
+
+# LeRobot in an environment of its own (it pins another torch): what policy.type lerobot
+# runs checkpoints in (docs/lerobot.md). Not part of `make test`: a ~7 GB download.
+LEROBOT_VENV ?= .venv-lerobot
+LEROBOT_STAMP := $(LEROBOT_VENV)/.installed-$(shell sha1sum requirements/lerobot.txt | cut -c1-12)
+
+lerobot-env: $(LEROBOT_STAMP)
+
+$(LEROBOT_STAMP):
+	@test -x $(LEROBOT_VENV)/bin/python || python3 -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/python -m pip install -q --upgrade pip
+	@echo "installing LeRobot and its torch into $(LEROBOT_VENV) (a CUDA build of ~7 GB; it runs on the CPU too)"
+	$(LEROBOT_VENV)/bin/python -m pip install --progress-bar on -r requirements/lerobot.txt
+	@rm -f $(LEROBOT_VENV)/.installed-*; touch $@
+
+# the tests that need the LeRobot environment (they skip without it)
+test-lerobot: setup lerobot-env
+	$(PY) -m pytest -q -m lerobot
 
 bench: setup
 	$(PY) benchmarks/run_all.py

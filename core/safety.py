@@ -118,6 +118,21 @@ class SafetyStats:
     reasons: dict[str, int] = field(default_factory=dict)
     reaction_periods: list[float] = field(default_factory=list)
 
+    def counts(self) -> dict[str, int]:
+        """What reports show of the commands: accepted, and what the filter changed."""
+        return {k: int(getattr(self, k)) for k in REPORTED_COUNTS}
+
+
+#: the SafetyStats counters reports show (episode summaries, the chunk executor's cadence)
+REPORTED_COUNTS = (
+    "accepted",
+    "rejected",
+    "clamped",
+    "rate_limited",
+    "accel_limited",
+    "workspace_blocked",
+)
+
 
 class SafetyFilter:
     """Validate, clamp, rate- and acceleration-limit, fence and watchdog actions of shape

@@ -22,6 +22,12 @@ PLUGINS = {
             "tether.policies.residual.serve:ResidualOnnxPolicy",
             {SERVING: PER_OBSERVATION},
         ),
+        # a LeRobot checkpoint (ACT, diffusion, SmolVLA, pi0, ...) served from LeRobot's own
+        # environment by a worker process (docs/lerobot.md)
+        "lerobot": Entry(
+            "tether.policies.lerobot.config:LerobotPolicyConfig",
+            "tether.policies.lerobot.policy:LerobotPolicy",
+        ),
     },
     "trainer": {
         "diffusion": Entry(

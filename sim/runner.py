@@ -76,6 +76,7 @@ class SimRunner:
         self.stale_steps = 0
         self.wall_start_ns: int | None = None
         self.wall_end_ns: int | None = None
+        self._safety_at_start = self.safety.stats.counts()
 
     def measured(self, obs: Observation) -> np.ndarray:
         """The current position in action space (joint positions for joint_position)."""
@@ -191,6 +192,10 @@ class SimRunner:
             "control_hz": round(self.steps / wall_s, 2) if wall_s > 0 else None,
             "stale_steps": self.stale_steps,
             "rejected": self.rejected,
+            # what the safety filter did with this episode's commands
+            "safety": {
+                k: v - self._safety_at_start[k] for k, v in self.safety.stats.counts().items()
+            },
             "latency_ms": [round(x, 4) for x in self.latency.samples_ms],
             # a language-conditioned task: the instruction the episode was judged by
             **self._instruction(),

@@ -63,3 +63,28 @@ def test_panda_targets_outside_the_workspace_box_are_not_applied(repo):
         assert sent[-1][1] > home[1] + 0.01  # it moved as far as the box allows
     finally:
         runner.backend.close()
+
+
+@pytest.mark.mujoco
+def test_each_episode_summary_counts_its_own_safety_interventions(repo):
+    """summary()['safety']: what the filter did with this episode's commands, from zero at
+    each reset (a report of episode 2 must not carry episode 1's clamps)."""
+    pytest.importorskip("mujoco")
+    from tether.sim.runner import SimRunner
+
+    exp = repo / "configs/experiments/panda_lift_expert.yaml"
+    runner = SimRunner(load_config(exp, ["sim.cameras=[]"]))
+    try:
+        for beyond in (True, False):
+            obs = runner.reset()
+            target = runner.measured(obs).copy()
+            if beyond:
+                target[0] = 10.0  # joint 1's limit is 2.9 rad
+            runner.submit(ActionChunk(np.repeat(target[None], 20, 0), runner.spec.dt, obs.stamp_ns))
+            for _ in range(20):
+                runner.step()
+            safety = runner.summary()["safety"]
+            assert safety["accepted"] == 20
+            assert safety["clamped"] == (20 if beyond else 0), safety
+    finally:
+        runner.backend.close()

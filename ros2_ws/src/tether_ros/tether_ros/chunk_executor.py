@@ -141,6 +141,8 @@ class ChunkExecutor(Node):
             "chunks": s.chunks,
             "dropped_rows": s.dropped_rows,
             "blended_rows": s.blended_rows,
+            # what this executor's safety filter did with the rows (since it started)
+            "safety": self.safety.stats.counts(),
         }
 
     def _report(self) -> None:

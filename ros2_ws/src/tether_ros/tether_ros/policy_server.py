@@ -85,6 +85,12 @@ class PolicyServer(Node):
             f"{' in ' + ns if ns != '/' else ''}: {self.inputs.describe()}"
         )
 
+    def close(self) -> None:
+        """At shutdown: a policy with a process of its own (lerobot) stops it."""
+        close = getattr(self.policy, "close", None)
+        if close is not None:
+            close()
+
     def _srv_reset(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
         self._reset()
         resp.success, resp.message = True, "policy reset"
