@@ -208,6 +208,28 @@ def export_checkpoint(checkpoint: Path, fmt: str, out: Path | None) -> Path:
     )
     if err > 1e-4:
         raise TetherError(f"{path}: onnxruntime differs from torch by {err:.2e} (> 1e-4)")
+    if "text_encoder" in meta:
+        bundle_text_encoder(meta["text_encoder"], out_dir)
     if fmt == "tensorrt":
         return build_tensorrt(path)
     return path
+
+
+def bundle_text_encoder(record: dict[str, Any], out_dir: Path) -> Path:
+    """Copy the text encoder a VLA was trained with (checked against its hashes) into the
+    exported folder's ``text_encoder/``, so the folder runs on a machine that never built it
+    (the runtime prefers the folder's own copy; docs/vla.md)."""
+    import shutil
+
+    from tether.policies.vla.language import LOCAL_ENCODER, MATCH_KEYS
+    from tether.policies.vla.text_encoder import check_folder, encoders_root
+
+    src = encoders_root() / record["name"]
+    check_folder(src, {k: record[k] for k in MATCH_KEYS if k in record})
+    dst = out_dir / LOCAL_ENCODER
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    mb = sum(f.stat().st_size for f in dst.iterdir()) / 1e6
+    print(f"{dst}: the text encoder {record['name']} ({mb:.0f} MB), checked against the model")
+    return dst

@@ -95,6 +95,25 @@ def test_the_policy_follows_the_instruction_in_torch_and_onnx(trained: Path) -> 
         assert status["similarity"] < 0.9
 
 
+def test_the_exported_folder_carries_its_text_encoder(trained: Path, tmp_path, monkeypatch):
+    """`tether export` of a VLA copies the encoder it was trained with into the folder, so the
+    folder runs where no encoder was built (TETHER_TEXT_ENCODERS pointing at nothing)."""
+    from tether.core.experiment import robot_spec
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.runtime import OnnxPolicy
+
+    model = export_checkpoint(trained, "onnx", tmp_path / "folder")
+    local = model.parent / "text_encoder"
+    assert (local / "text_encoder.onnx").is_file() and (local / "tokenizer.json").is_file()
+    monkeypatch.setenv("TETHER_TEXT_ENCODERS", str(tmp_path / "no_encoders_here"))
+    policy = OnnxPolicy(OnnxPolicyConfig(model=model), robot_spec(vla_experiment(trained, 1)))
+    assert policy.language.encoder.folder == local
+    q = start_state(1)
+    a = policy.act(_obs(q, LEFT)).actions[0]
+    assert np.abs(a[:7] - (q[:7] + 0.1)).max() < 0.05
+
+
 def test_flow_graph_with_film_images_matches_torch(language_dataset: Path, tmp_path: Path) -> None:
     """FiLM image encoders + the flow U-Net: random weights (the FiLM layers start at zero,
     so an untrained net would hide them), exported, onnxruntime vs torch <= 1e-4, and the
