@@ -1,6 +1,6 @@
 """policy.type lerobot with LeRobot itself (`make lerobot-env`; `make test-lerobot` runs
-these): `tether record` writes a dataset, `lerobot-train` trains a diffusion policy on it for
-a few steps, and Tether serves that checkpoint — in process with the chunks LeRobot's own
+these): `tether record` writes a dataset, `lerobot-train` trains a diffusion policy and an ACT
+policy on it for a few steps, and Tether serves that checkpoint — in process with the chunks LeRobot's own
 inference path gives, and over ROS 2 through the chunk executor and the safety filters to
 the simulated Panda. Skipped where the LeRobot environment is not built (CI: it is a ~7 GB
 download)."""
@@ -34,20 +34,44 @@ def lerobot_env() -> Path:
         pytest.skip(str(exc))
 
 
+# lerobot-train settings per policy type: small networks, ten steps, nothing downloaded
+POLICIES = {
+    "diffusion": [
+        "--policy.down_dims=[32,64,128]",
+        "--policy.num_inference_steps=10",
+    ],
+    "act": [
+        "--policy.dim_model=64",
+        "--policy.n_heads=2",
+        "--policy.dim_feedforward=128",
+        "--policy.n_encoder_layers=1",
+        "--policy.n_decoder_layers=1",
+        "--policy.chunk_size=20",
+        "--policy.n_action_steps=20",
+    ],
+}
+# rows of one served chunk: diffusion's n_action_steps (8 by default), ACT's chunk_size
+ROWS = {"diffusion": 8, "act": 20}
+
+
 @pytest.fixture(scope="module")
-def checkpoint(lerobot_env: Path, tmp_path_factory) -> Path:
-    """A LeRobot diffusion checkpoint trained by lerobot-train on `tether record` data (three
-    Panda lift episodes with the front camera)."""
+def dataset(lerobot_env: Path, tmp_path_factory) -> Path:
+    """Three Panda lift episodes with the front camera, written by `tether record`."""
     pytest.importorskip("mujoco")
-    root = tmp_path_factory.mktemp("lerobot")
-    dataset = root / "lift3"
+    out = tmp_path_factory.mktemp("lerobot") / "lift3"
     subprocess.run(
         [*TETHER, "record", str(REPO / "configs/experiments/panda_lift_expert.yaml")]
-        + ["--episodes", "3", "--teleop", "scripted", "--out", str(dataset)],
+        + ["--episodes", "3", "--teleop", "scripted", "--out", str(out)],
         check=True,
         timeout=300,
     )
-    out = root / "train"
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(POLICIES))
+def checkpoint(request, lerobot_env: Path, dataset: Path, tmp_path_factory) -> Path:
+    """A LeRobot checkpoint of that type trained by lerobot-train on the recorded dataset."""
+    out = tmp_path_factory.mktemp("train") / request.param
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
     env.pop("PYTHONPATH", None)
     train = [
@@ -55,12 +79,11 @@ def checkpoint(lerobot_env: Path, tmp_path_factory) -> Path:
         "--dataset.repo_id=local/lift3",
         f"--dataset.root={dataset}",
         "--dataset.video_backend=pyav",
-        "--policy.type=diffusion",
+        f"--policy.type={request.param}",
         "--policy.device=cpu",
         "--policy.push_to_hub=false",
         "--policy.pretrained_backbone_weights=null",  # nothing downloads
-        "--policy.down_dims=[32,64,128]",
-        "--policy.num_inference_steps=10",
+        *POLICIES[request.param],
         "--steps=10",
         "--batch_size=4",
         "--save_freq=10",
@@ -69,15 +92,16 @@ def checkpoint(lerobot_env: Path, tmp_path_factory) -> Path:
         "--wandb.enable=false",
         f"--output_dir={out}",
     ]
-    subprocess.run(train, check=True, timeout=900, env=env, cwd=root)
+    subprocess.run(train, check=True, timeout=900, env=env, cwd=out.parent)
     ckpt = out / "checkpoints" / "last" / "pretrained_model"
-    assert (ckpt / "model.safetensors").is_file()
+    assert json.loads((ckpt / "config.json").read_text())["type"] == request.param
     return ckpt
 
 
 def test_served_chunks_are_lerobots_own(lerobot_env: Path, checkpoint: Path, tmp_path: Path):
-    """The worker's chunk for two stacked frames equals what LeRobot's predict_action (its
-    record/eval inference path: select_action over the same frames) returns, row by row."""
+    """The worker's chunk equals what LeRobot's predict_action (its record/eval inference
+    path: select_action, one call per action) returns for the same frames, row by row:
+    diffusion from its two-frame observation queue, ACT from one frame."""
     script = textwrap.dedent(
         f"""
         import sys, numpy as np, torch
@@ -91,11 +115,11 @@ def test_served_chunks_are_lerobots_own(lerobot_env: Path, checkpoint: Path, tmp
               "observation.environment_state": rng.normal(size=7).astype(np.float32),
               "observation.images.front": rng.integers(0, 255, (96, 96, 3), dtype=np.uint8)}}
         torch.manual_seed(0)
-        mine = r.chunk({{k: np.stack([v, v]) for k, v in f.items()}}, "")
+        mine = r.chunk({{k: np.stack([v] * r.n_obs_steps) for k, v in f.items()}}, "")
         r.reset(); torch.manual_seed(0)
         theirs = np.stack([predict_action(dict(f), r.policy, r.device, r.pre, r.post, False,
                            "").numpy().reshape(-1) for _ in range(len(mine))])
-        print(len(mine), float(np.abs(mine - theirs).max()))
+        print(r.cfg.type, len(mine), float(np.abs(mine - theirs).max()))
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -103,8 +127,8 @@ def test_served_chunks_are_lerobots_own(lerobot_env: Path, checkpoint: Path, tmp
         [str(lerobot_env), "-c", script], capture_output=True, text=True, timeout=300, env=env
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    rows, diff = res.stdout.split()[-2:]
-    assert int(rows) == 8  # n_action_steps
+    kind, rows, diff = res.stdout.split()[-3:]
+    assert int(rows) == ROWS[kind]
     assert float(diff) <= 1e-6
 
 
