@@ -30,6 +30,7 @@ SEED = 1000
 # hover episodes 15 s
 PLAN = [
     ("panda_lift_diffusion", ["mujoco"], 50),
+    ("panda_lift_diffusion_image", ["mujoco"], 50),
     ("quad_hover", ["pybullet", "mujoco"], 100),
 ]
 

@@ -36,8 +36,11 @@ if "TETHER_TEST_DOMAIN_BASE" not in os.environ:
     )
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 os.environ["ROS_DOMAIN_ID"] = str(
-    int(os.environ["TETHER_TEST_DOMAIN_BASE"])
-    + (int(_worker.removeprefix("gw")) + 1 if _worker.startswith("gw") else 0)
+    (
+        int(os.environ["TETHER_TEST_DOMAIN_BASE"])
+        + (int(_worker.removeprefix("gw")) + 1 if _worker.startswith("gw") else 0)
+    )
+    % 233  # Fast DDS's highest domain is 232
 )
 
 

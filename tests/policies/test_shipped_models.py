@@ -38,6 +38,7 @@ REFERENCE_RTOL = 1e-6
 def test_models_are_shipped() -> None:
     assert {p.name for p in MODELS} >= {
         "panda_lift_diffusion",
+        "panda_lift_diffusion_image",
         "quad_hover",
         "panda_insert_diffusion",
     }
@@ -145,6 +146,27 @@ def test_shipped_diffusion_model_lifts_on_unseen_seeds(tmp_path: Path) -> None:
     # a success ends the episode early (~3 s of the 8 s limit)
     assert all(e["sim_time_s"] < 4.0 for e in summary["per_episode"] if e["success"])
     assert json.loads((tmp_path / "summary.json").read_text())["successes"] == summary["successes"]
+
+
+@pytest.mark.mujoco
+@pytest.mark.slow
+def test_shipped_image_model_lifts_on_unseen_seeds(tmp_path: Path) -> None:
+    """models/panda_lift_diffusion_image (joint state + front and wrist cameras, no cube pose)
+    on 10 unseen seeds in-process with its two cameras rendered. Measured 10/10 (its 50-seed
+    result is 96 %, misses 1033 and 1049; benchmarks/results/shipped_models.json)."""
+    pytest.importorskip("mujoco")
+    from tether.cli.train import EvalOptions
+    from tether.policies.evaluation import evaluate_model
+
+    model = REPO / "models" / "panda_lift_diffusion_image"
+    assert [i["key"] for i in _contract(model)["inputs"] if i["key"] != "noise"] == [
+        "state",
+        "images/wrist",
+        "images/front",
+    ]
+    opts = EvalOptions(episodes=10, seed=1000, out=tmp_path, video=False)
+    summary = evaluate_model(model, opts)
+    assert summary["successes"] >= 9, summary["per_episode"]
 
 
 @pytest.mark.slow
