@@ -56,7 +56,6 @@ EXPERIMENTS = sorted(p.name for p in (REPO / "configs" / "experiments").glob("*.
 # names the missing file (test_a_missing_model_is_one_sentence).
 STAND_INS = {
     "quad_hover.yaml": ["policy.model=models/quad_hover"],
-    "panda_lift_diffusion_image.yaml": ["policy.model=models/panda_lift_diffusion"],
     "panda_lift_diffusion_mlp.yaml": ["policy.model=models/panda_lift_diffusion"],
 }
 FIRST_ACTION_S = 90.0
