@@ -13,6 +13,8 @@ from tether.core.types import TEXT_KEY as TEXT_KEY  # the language key (re-expor
 #: Observation keys a diffusion policy can read and the dataset feature each comes from.
 DATASET_FEATURES = {"state": "observation.state", "env_state": "observation.environment_state"}
 IMAGE_PREFIX = "images/"
+#: the dataset feature of camera <cam> is IMAGE_FEATURE_PREFIX + <cam>
+IMAGE_FEATURE_PREFIX = "observation.images."
 
 
 def low_dim(key: str) -> bool:
@@ -23,7 +25,7 @@ def low_dim(key: str) -> bool:
 def dataset_feature(key: str) -> str:
     """LeRobot feature name of an Observation key (``images/front`` -> observation.images.front)."""
     if key.startswith(IMAGE_PREFIX):
-        return "observation.images." + key[len(IMAGE_PREFIX) :]
+        return IMAGE_FEATURE_PREFIX + key[len(IMAGE_PREFIX) :]
     if key == TEXT_KEY:
         return "task"
     return DATASET_FEATURES[key]

@@ -221,11 +221,11 @@ def bundle_text_encoder(record: dict[str, Any], out_dir: Path) -> Path:
     (the runtime prefers the folder's own copy; docs/vla.md)."""
     import shutil
 
-    from tether.policies.vla.language import LOCAL_ENCODER, MATCH_KEYS
+    from tether.policies.vla.language import LOCAL_ENCODER, expected_encoder
     from tether.policies.vla.text_encoder import check_folder, encoders_root
 
     src = encoders_root() / record["name"]
-    check_folder(src, {k: record[k] for k in MATCH_KEYS if k in record})
+    check_folder(src, expected_encoder(record))
     dst = out_dir / LOCAL_ENCODER
     if dst.exists():
         shutil.rmtree(dst)

@@ -30,6 +30,7 @@ from tether.core.paths import data_dirs
 from tether.core.spec import RobotSpec
 from tether.core.types import IMAGE_PREFIX, ActionChunk, Observation
 from tether.policies.chunking import ChunkPlan, ObsHistory
+from tether.policies.diffusion.config import DATASET_FEATURES, IMAGE_FEATURE_PREFIX
 from tether.policies.lerobot import protocol
 from tether.policies.lerobot.config import LerobotPolicyConfig
 
@@ -37,8 +38,6 @@ WORKER = Path(__file__).with_name("worker.py")
 ENV_PYTHON = "TETHER_LEROBOT_PYTHON"
 VENV = ".venv-lerobot"
 ACTION = "action"
-#: LeRobot feature of each Tether observation key (images: observation.images.<camera>)
-FEATURES = {"state": "observation.state", "env_state": "observation.environment_state"}
 BUILD_HINT = (
     "`make lerobot-env` builds .venv-lerobot (LeRobot 0.4.4 with its own torch), or set "
     f"policy.python (or ${ENV_PYTHON}) to a Python that has LeRobot"
@@ -47,12 +46,11 @@ BUILD_HINT = (
 
 def observation_key(feature: str) -> str:
     """The Tether observation key that feeds LeRobot input ``feature``."""
-    for key, name in FEATURES.items():
+    for key, name in DATASET_FEATURES.items():
         if feature == name:
             return key
-    prefix = "observation.images."
-    if feature.startswith(prefix):
-        return IMAGE_PREFIX + feature[len(prefix) :]
+    if feature.startswith(IMAGE_FEATURE_PREFIX):
+        return IMAGE_PREFIX + feature[len(IMAGE_FEATURE_PREFIX) :]
     raise TetherError(
         f"the LeRobot checkpoint reads '{feature}', which no Tether observation provides "
         "(Tether gives observation.state, observation.environment_state and "

@@ -50,7 +50,9 @@ def encode(header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) 
     return _HEAD.pack(len(head), len(body)) + head + body
 
 
-def send(stream: IO[bytes], header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None):
+def send(
+    stream: IO[bytes], header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None
+) -> None:
     stream.write(encode(header, arrays))
     stream.flush()
 

@@ -32,6 +32,11 @@ LOCAL_ENCODER = "text_encoder"
 MATCH_KEYS = ("name", "dim", "graph_sha256", "tokenizer_sha256")
 
 
+def expected_encoder(record: dict[str, Any]) -> dict[str, Any]:
+    """What a text encoder folder must agree on with a model's ``text_encoder`` record."""
+    return {k: record[k] for k in MATCH_KEYS if k in record}
+
+
 class LanguageInput:
     """The instruction in force, its embedding, and how far it is from the training ones."""
 
@@ -42,7 +47,7 @@ class LanguageInput:
                 "the model reads the instruction but its contract names no text encoder "
                 "(train it again with this version of Tether)"
             )
-        expect = {k: record[k] for k in MATCH_KEYS if k in record}
+        expect = expected_encoder(record)
         local = model_dir / LOCAL_ENCODER if model_dir is not None else None
         folder = local if local is not None and local.is_dir() else encoders_root() / record["name"]
         self.encoder = TextEncoder(folder, expect)

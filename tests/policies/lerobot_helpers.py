@@ -78,3 +78,14 @@ def lerobot_experiment(
     path = folder / "experiment.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def serve_one_episode(experiment: Path, folder: Path, seconds: float) -> dict[str, Any]:
+    """One episode of ``experiment`` over ROS 2 (`tether demo`, in separate processes): its
+    per-episode summary (the chunk executor's report under ``chunk_executor``)."""
+    from tether.cli.demo import run_demo
+
+    out = folder / "demo"
+    overrides = ["episodes.count=1", f"task.max_duration_s={seconds}"]
+    assert run_demo(str(experiment), overrides, str(out), False) == 0
+    return json.loads((out / "summary.json").read_text())["per_episode"][0]

@@ -134,16 +134,10 @@ def test_served_chunks_are_lerobots_own(lerobot_env: Path, checkpoint: Path, tmp
 
 def test_a_lerobot_train_checkpoint_drives_the_panda_over_ros(checkpoint: Path, tmp_path: Path):
     pytest.importorskip("rclpy")
-    from lerobot_helpers import FRONT, lerobot_experiment
-
-    from tether.cli.demo import run_demo
+    from lerobot_helpers import FRONT, lerobot_experiment, serve_one_episode
 
     exp = lerobot_experiment(tmp_path, checkpoint, cameras=(FRONT,))
-    out = tmp_path / "demo"
-    rc = run_demo(str(exp), ["episodes.count=1", "task.max_duration_s=3.0"], str(out), False)
-    assert rc == 0
-    summary = json.loads((out / "summary.json").read_text())
-    ep = summary["per_episode"][0]
+    ep = serve_one_episode(exp, tmp_path, seconds=3.0)
     executor = ep["chunk_executor"]
     assert executor["chunks"] >= 3 and executor["executed"] >= 50, executor
     assert executor["safety"]["accepted"] >= 50, executor["safety"]

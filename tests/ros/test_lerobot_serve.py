@@ -5,7 +5,6 @@ tests/policies/test_lerobot_real.py serves a real lerobot-train checkpoint the s
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -23,17 +22,16 @@ def test_a_lerobot_workers_chunks_drive_the_panda_through_the_safety_filter(tmp_
     chunks flow, and the safety filters (the chunk executor's clamps to the joint limits,
     the bridge's limits the speed) stand between every one of them and the arm."""
     pytest.importorskip("mujoco")
-    from lerobot_helpers import lerobot_experiment, standin_checkpoint, standin_python
-
-    from tether.cli.demo import run_demo
+    from lerobot_helpers import (
+        lerobot_experiment,
+        serve_one_episode,
+        standin_checkpoint,
+        standin_python,
+    )
 
     ckpt = standin_checkpoint(tmp_path / "ckpt", mode="hold", push={"0": 10.0})
     exp = lerobot_experiment(tmp_path, ckpt, standin_python(tmp_path / "env"))
-    out = tmp_path / "demo"
-    rc = run_demo(str(exp), ["episodes.count=1", "task.max_duration_s=2.0"], str(out), False)
-    assert rc == 0
-    summary = json.loads((out / "summary.json").read_text())
-    ep = summary["per_episode"][0]
+    ep = serve_one_episode(exp, tmp_path, seconds=2.0)
     executor = ep["chunk_executor"]
     assert executor["chunks"] >= 5 and executor["executed"] >= 50, executor
     # the executor's filter: every row asked for joint 1 beyond its limit, each was clamped
