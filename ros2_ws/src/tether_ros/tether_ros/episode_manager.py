@@ -13,6 +13,11 @@ the recorder from the task's verdict, as for scripted data.
 Service callbacks only queue the request: the calls they lead to run from ``poll()`` in the
 caller's loop, because a single-threaded executor cannot wait for a service inside a
 callback.
+
+Requests are judged against the state the queue leads to, not only the last
+``episode_status`` event: "start" right after "stop" is queued behind it (the operator
+presses n as soon as the save is printed, before the sim bridge's "end" event arrives),
+and a second "stop" while one is on its way is refused.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ class EpisodeManager:
     def __init__(self, node: Node, sim_bridge: str = "sim_bridge", recorder: str = "recorder"):
         self.node = node
         self.queue: deque[str] = deque()
-        self.running = False
+        self.running = False  # from episode_status events
+        # what the queued requests lead to (True: an episode running), until the events and
+        # the service replies catch up; None: nothing on its way
+        self._want: bool | None = None
+        self._want_seen = False  # the event for ``_want`` arrived
+        self._failed = False  # a call on the way failed: trust the events again
         self.log: list[str] = []
         self._steps: deque[Any] = deque()  # service clients still to call, in order
         self._pending: tuple[str, Any] | None = None
@@ -55,24 +65,31 @@ class EpisodeManager:
             ok, why = self._accepts(name)
             if ok:
                 self.queue.append(name)
+                self._want, self._want_seen = name == "start_episode", False
+                self._failed = False
             resp.success, resp.message = ok, why
             return resp
 
         return handler
 
+    def episode_running(self) -> bool:
+        """Whether an episode runs once the queued requests are done."""
+        return self.running if self._want is None else self._want
+
     def _accepts(self, name: str) -> tuple[bool, str]:
-        if name == "start_episode" and self.running:
+        running = self.episode_running()
+        if name == "start_episode" and running:
             return False, "an episode is running: stop (y / f) or discard it first"
-        if name != "start_episode" and not self.running:
+        if name != "start_episode" and not running:
             return False, "no episode is running: start one (n)"
         return True, "queued"
 
     def _on_status(self, msg: String) -> None:
-        event = json.loads(msg.data)
-        if event.get("event") == "start":
-            self.running = True
-        elif event.get("event") == "end":
-            self.running = False
+        event = json.loads(msg.data).get("event")
+        if event in ("start", "end"):
+            self.running = event == "start"
+            if self._want is not None and self._want == self.running:
+                self._want_seen = True
 
     def poll(self) -> None:
         """Run queued requests, one service call at a time (call from the spin loop)."""
@@ -80,6 +97,9 @@ class EpisodeManager:
             if not self._reap(*self._pending):
                 return
             self._pending = None
+        drained = not self._steps and not self.queue
+        if drained and self._want is not None and (self._want_seen or self._failed):
+            self._want, self._failed = None, False  # the events caught up: trust them again
         if not self._steps and self.queue:
             name = self.queue.popleft()
             self.log.append(name)
@@ -98,6 +118,7 @@ class EpisodeManager:
         if res is None or not res.success:
             why = res.message if res is not None else "no reply"
             self.node.get_logger().warning(f"{name}: {why}")
+            self._failed = True
         return True
 
     def ready(self) -> bool:
