@@ -21,6 +21,7 @@ BENCHMARKS = [
     "shipped_models.py",
     "residual_rl.py",
     "vla.py",
+    "gpu_latency.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -314,6 +315,32 @@ def vla_table(d: dict) -> list[str]:
     return rows
 
 
+def gpu_latency_table(d: dict) -> list[str]:
+    if d.get("skipped"):
+        return [
+            "",
+            "| GPU latency (`benchmarks/results/gpu_latency.json`) | |",
+            "|---|---|",
+            f"| not measured on the machine that ran `make bench` ({d['machine']['date']}) "
+            f"| {d['skipped']} |",
+        ]
+    rows = [
+        "",
+        "| exported model, batch 1 (`benchmarks/results/gpu_latency.json`) | CPU p50 / p99 (ms) "
+        "| CUDA p50 / p99 (ms) | TensorRT fp16 p50 / p99 (ms) |",
+        "|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        cells = []
+        for name in ("cpu", "cuda", "tensorrt"):
+            r = c["providers"].get(name, {})
+            lat = r.get("latency_ms")
+            cells.append(f"{_ms(lat['p50'])} / {_ms(lat['p99'])}" if lat else "-")
+        rows.append(f"| {c['model']} | {' | '.join(cells)} |")
+    rows += ["", f"{d['machine']['date']}; {d['how']}."]
+    return rows
+
+
 TABLES = [
     ("ros_loop.json", ros_loop_table),
     ("recorder.json", recorder_table),
@@ -325,6 +352,7 @@ TABLES = [
     ("shipped_models.json", shipped_models_table),
     ("residual_rl.json", residual_rl_table),
     ("vla.json", vla_table),
+    ("gpu_latency.json", gpu_latency_table),
 ]
 
 

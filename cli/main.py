@@ -16,10 +16,22 @@ from tether.core.errors import ConfigError, TetherError
 DEFAULT_DEMO = "configs/experiments/panda_lift_demo.yaml"
 
 
+PROVIDERS = ("cpu", "cuda", "tensorrt")
 INSTRUCTION_HELP = (
     "the instruction of every episode, for a language-conditioned task and policy "
     "(task.instruction; docs/vla.md), e.g. 'lift the red cube'"
 )
+
+
+PROVIDER_HELP = (
+    "where an exported (ONNX) policy runs: cpu, cuda or tensorrt (runtime.provider; "
+    "missing here is an error unless runtime.fallback=true)"
+)
+
+
+def provider_override(provider: str | None) -> list[str]:
+    """``--provider NAME`` as the dotted override ``runtime.provider=NAME``."""
+    return [] if provider is None else [f"runtime.provider={provider}"]
 
 
 def instruction_override(text: str | None) -> list[str]:
@@ -42,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("overrides", nargs="*", help="dotted overrides, e.g. sim.control_hz=50")
     up.add_argument("--log-dir", default=None, help="write each node's output to DIR/<node>.log")
     up.add_argument("--instruction", default=None, help=INSTRUCTION_HELP)
+    up.add_argument("--provider", choices=PROVIDERS, default=None, help=PROVIDER_HELP)
 
     demo = sub.add_parser("demo", help="run seeded expert episodes through the ROS 2 loop")
     demo.add_argument("overrides", nargs="*", help="dotted overrides, e.g. episodes.count=5")
@@ -52,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=None, help="number of episodes")
     demo.add_argument("--no-video", action="store_true", help="skip the MP4 of episode 0")
     demo.add_argument("--instruction", default=None, help=INSTRUCTION_HELP)
+    demo.add_argument("--provider", choices=PROVIDERS, default=None, help=PROVIDER_HELP)
 
     rec = sub.add_parser("record", help="record demonstrations over ROS 2 (LeRobot v3 dataset)")
     rec.add_argument("experiment", help="experiment YAML")
@@ -154,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--out", default=None, help="output folder (default runs/eval-<ckpt>-<time>)")
     ev.add_argument("--no-video", action="store_true", help="skip the rollout MP4")
+    ev.add_argument("--provider", choices=PROVIDERS, default=None, help=PROVIDER_HELP)
     ev.add_argument(
         "--config",
         default=None,
@@ -166,6 +181,16 @@ def _parser() -> argparse.ArgumentParser:
         help="checkpoint directory, or an exported model folder (for --format tensorrt)",
     )
     ex.add_argument("--format", default="onnx", choices=("onnx", "tensorrt"), help="default onnx")
+    ex.add_argument(
+        "--tensorrt",
+        action="store_true",
+        help="also build a TensorRT engine (model.engine) on this machine's GPU: --format tensorrt",
+    )
+    ex.add_argument(
+        "--no-fp16",
+        action="store_true",
+        help="TensorRT: fp32 kernels only (default: fp16 where the GPU has it)",
+    )
     ex.add_argument("--out", default=None, help="output folder (default <checkpoint>/export)")
 
     check = sub.add_parser("check", help="validate an experiment YAML and print it resolved")
@@ -222,12 +247,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "up":
             from tether.cli.up import run_up
 
-            overrides = [*args.overrides, *instruction_override(args.instruction)]
+            overrides = [
+                *args.overrides,
+                *instruction_override(args.instruction),
+                *provider_override(args.provider),
+            ]
             return run_up(args.experiment, overrides, args.log_dir)
         if args.cmd == "demo":
             from tether.cli.demo import run_demo
 
-            overrides = [*args.overrides, *instruction_override(args.instruction)]
+            overrides = [
+                *args.overrides,
+                *instruction_override(args.instruction),
+                *provider_override(args.provider),
+            ]
             if args.episodes is not None:
                 overrides.append(f"episodes.count={args.episodes}")
             return run_demo(args.config, overrides, args.out, video=not args.no_video)
@@ -291,14 +324,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ros=args.ros,
                 video=not args.no_video,
                 sim=args.sim,
-                overrides=list(args.overrides),
+                overrides=[*args.overrides, *provider_override(args.provider)],
                 config=args.config,
             )
             return run_eval(args.checkpoint, opts)
         if args.cmd == "export":
             from tether.cli.train import run_export
 
-            return run_export(args.checkpoint, args.format, args.out)
+            fmt = "tensorrt" if args.tensorrt else args.format
+            return run_export(args.checkpoint, fmt, args.out, fp16=not args.no_fp16)
         if args.cmd == "check":
             import yaml
 

@@ -108,17 +108,37 @@ def run_eval(checkpoint: str, options: EvalOptions) -> int:
     return 0
 
 
-def run_export(checkpoint: str, fmt: str, out: str | None) -> int:
+def run_export(checkpoint: str, fmt: str, out: str | None, fp16: bool = True) -> int:
+    """`tether export`: a checkpoint's ONNX graph + model.json; ``fmt`` tensorrt then builds
+    a TensorRT engine from it on this machine's GPU (also for an already exported folder)."""
+
     model = exported_model(checkpoint)
     if model is not None:
-        return _export_exported(model, fmt, Path(out) if out else None)
+        return _export_exported(model, fmt, Path(out) if out else None, fp16)
     path, trainer = trainer_of_checkpoint(checkpoint)
-    written = trainer.export(path, fmt, Path(out) if out else None)
-    print(f"exported {fmt} -> {written}")
+    written = Path(trainer.export(path, "onnx", Path(out) if out else None))
+    print(f"exported onnx -> {written}")
+    if fmt == "tensorrt":
+        _tensorrt(written.parent if written.suffix == ".onnx" else written, fp16)
     return 0
 
 
-def _export_exported(model: Path, fmt: str, out: Path | None) -> int:
+def _tensorrt(model: Path, fp16: bool) -> None:
+    """Build the TensorRT engine of an exported folder (tether.policies.tensorrt)."""
+    from tether.policies.residual.serve import residual_format
+    from tether.policies.runtime import MODEL_FILE
+    from tether.policies.tensorrt import export_tensorrt
+
+    if residual_format(model):
+        raise TetherError(
+            f"{model} is an exported base + residual folder (residual.onnx, base/): a "
+            "TensorRT build of its graphs is not supported yet; serve it with "
+            "`--provider tensorrt` (onnxruntime's TensorRT provider runs its base graph)"
+        )
+    print(f"exported tensorrt -> {export_tensorrt(model / MODEL_FILE, fp16)}")
+
+
+def _export_exported(model: Path, fmt: str, out: Path | None, fp16: bool = True) -> int:
     """`tether export` of an already exported folder: a TensorRT engine from its ONNX file
     (on the target GPU); ONNX is what it already is (copied to ``out`` when one is given)."""
     from tether.policies.residual.serve import residual_format
@@ -131,22 +151,17 @@ def _export_exported(model: Path, fmt: str, out: Path | None) -> int:
             "policy type residual_onnx (a TensorRT build of its graphs is not supported yet)"
         )
     read_contract(model / MODEL_FILE)  # a clear error if it is not a Tether model
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for f in model.iterdir():
+            if f.is_file():
+                shutil.copy2(f, out / f.name)
+        model = out
     if fmt == "tensorrt":
-        from tether.policies.diffusion.export import build_tensorrt
-
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            for name in (MODEL_FILE, "model.json"):
-                shutil.copy2(model / name, out / name)
-            model = out
-        print(f"exported tensorrt -> {build_tensorrt(model / MODEL_FILE)}")
+        _tensorrt(model, fp16)
         return 0
     if out is None:
         print(f"{model} is already an exported ONNX model: {model / MODEL_FILE}")
         return 0
-    out.mkdir(parents=True, exist_ok=True)
-    for f in model.iterdir():
-        if f.is_file():
-            shutil.copy2(f, out / f.name)
-    print(f"exported onnx -> {out / MODEL_FILE}")
+    print(f"exported onnx -> {model / MODEL_FILE}")
     return 0

@@ -129,6 +129,29 @@ class HardwareConfig(BaseModel):
         return value
 
 
+Provider = Literal["cpu", "cuda", "tensorrt"]
+
+
+class RuntimeConfig(BaseModel):
+    """Where exported (ONNX) policies run: onnxruntime's execution provider, and its
+    TensorRT options. `tether eval/up/demo --provider X` sets ``provider``."""
+
+    model_config = ConfigDict(extra="forbid")
+    # tensorrt: ORT's TensorRT execution provider (CUDA next for the nodes it cannot take,
+    # CPU last); cuda: ORT's CUDA provider (CPU last); cpu: the CPU only
+    provider: Provider = "cpu"
+    # the provider is missing here (no GPU, an onnxruntime without it): false refuses with
+    # one line saying what is missing; true runs on the next one (tensorrt -> cuda -> cpu)
+    # and says so in the log and in episode_status
+    fallback: bool = False
+    # where the TensorRT provider keeps the engines it builds (the first session on a GPU
+    # takes seconds to minutes; later ones load the cache); None: <model folder>/trt_cache
+    trt_cache: Path | None = None
+    # let TensorRT pick fp16 kernels (faster on GPUs with tensor cores; the parity check of
+    # `tether export --tensorrt` says how far fp16 moves the actions)
+    trt_fp16: bool = True
+
+
 class ExperimentConfig(BaseModel):
     """One experiment: which robot, simulator (or hardware), task and policy, and how they
     run. Exactly one of ``sim`` and ``hardware`` is set."""
@@ -151,6 +174,8 @@ class ExperimentConfig(BaseModel):
     # how `tether finetune` fine-tunes the policy with RL (type: a registered trainer, e.g.
     # residual: a per-step residual on the frozen policy, docs/residual_rl.md)
     finetune: ComponentConfig | None = None
+    # where exported policies run (onnxruntime's execution provider; docs/isaac_sim.md)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
 
     @model_validator(mode="after")
     def _one_world(self) -> ExperimentConfig:

@@ -34,8 +34,18 @@ def build_task(cfg: ExperimentConfig) -> Any:
 
 
 def build_policy(cfg: ExperimentConfig, spec: RobotSpec | None = None) -> Any:
-    """The experiment's policy, built for ``spec`` (default: robot_spec(cfg))."""
-    return registry.build("policy", cfg.policy, spec or robot_spec(cfg), cfg.task)
+    """The experiment's policy, built for ``spec`` (default: robot_spec(cfg)). A policy
+    section with a ``runtime`` field left unset (the ONNX types) gets the experiment's
+    ``runtime:`` section (the execution provider)."""
+    return registry.build("policy", with_runtime(cfg), spec or robot_spec(cfg), cfg.task)
+
+
+def with_runtime(cfg: ExperimentConfig) -> Any:
+    """``cfg.policy``, with the experiment's ``runtime:`` where it has an unset ``runtime``."""
+    policy = cfg.policy
+    if "runtime" in type(policy).model_fields and getattr(policy, "runtime", None) is None:
+        return policy.model_copy(update={"runtime": cfg.runtime})
+    return policy
 
 
 def max_episode_steps(cfg: ExperimentConfig) -> int:

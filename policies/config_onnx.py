@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field
 
-from tether.core.config import ComponentConfig
-
-Provider = Literal["cpu", "cuda", "tensorrt"]
+from tether.core.config import ComponentConfig, RuntimeConfig
 
 
 class OnnxPolicyConfig(ComponentConfig):
@@ -20,8 +17,9 @@ class OnnxPolicyConfig(ComponentConfig):
     model: Path
     # onnxruntime intra-op threads; 1 keeps a real-time loop's latency predictable
     threads: int = Field(1, ge=1)
-    # execution providers in order of preference; cpu is always appended as the fallback
-    providers: list[Provider] = Field(default_factory=lambda: list[Provider](["cpu"]))
+    # where the graph runs (provider, fallback, TensorRT cache); None: the experiment's
+    # top-level ``runtime:`` section (tether.core.experiment.build_policy fills it in)
+    runtime: RuntimeConfig | None = None
     # seed of the generator that fills the graph's ``noise`` input (diffusion policies)
     seed: int = 0
     # rows of a chunk executed before the next inference; None: model.json's execute_steps

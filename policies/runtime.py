@@ -9,12 +9,15 @@ a seeded generator; the single output is an action chunk (1, horizon, action_dim
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tether.core.errors import ConfigError, TetherError
+from tether.core.config import RuntimeConfig
+from tether.core.errors import TetherError
 from tether.core.spec import RobotSpec
 from tether.core.types import TEXT_KEY, ActionChunk, Observation
 from tether.policies.chunking import ChunkPlan, ObsHistory
@@ -89,54 +92,122 @@ def read_contract(model: Path) -> dict[str, Any]:
         raise TetherError(f"{path}: not valid JSON ({exc})") from None
     if contract.get("format") != FORMAT:
         raise TetherError(f"{path}: format is {contract.get('format')!r}, expected {FORMAT!r}")
-    for field in ("inputs", "outputs", "control_hz", "action_dt"):
-        if field not in contract:
-            raise TetherError(f"{path}: missing field '{field}'")
+    for name in ("inputs", "outputs", "control_hz", "action_dt"):
+        if name not in contract:
+            raise TetherError(f"{path}: missing field '{name}'")
     if len(contract["outputs"]) != 1:
         raise TetherError(f"{path}: expected exactly one output (the action chunk)")
     return contract
 
 
-def provider_list(names: list[str]) -> list[str]:
-    """onnxruntime provider names for ``names`` (cpu appended last); one clear error if a
-    requested provider is not in this onnxruntime build."""
+# what each provider falls back to, in order (runtime.fallback)
+FALLBACK_CHAIN = {"tensorrt": ("tensorrt", "cuda", "cpu"), "cuda": ("cuda", "cpu"), "cpu": ("cpu",)}
+PROVIDER_HINTS = {
+    "cuda": "install onnxruntime-gpu (CUDA 12) on a machine with an NVIDIA GPU and driver",
+    "tensorrt": (
+        "install onnxruntime-gpu and TensorRT 10 (pip install tensorrt-cu12) on a machine "
+        "with an NVIDIA GPU and driver"
+    ),
+}
+TRT_CACHE = "trt_cache"
+
+
+@dataclass
+class ProviderChoice:
+    """What a session was asked for and what it runs on (``used``); ``note``: why they
+    differ (a fallback the user allowed), None when they do not."""
+
+    requested: str
+    used: str
+    providers: list[Any] = field(default_factory=list)  # what InferenceSession is given
+    note: str | None = None
+
+    def report(self) -> dict[str, Any]:
+        """For logs and episode_status: {"provider", "requested"[, "fallback"]}."""
+        out: dict[str, Any] = {"provider": self.used, "requested": self.requested}
+        if self.note:
+            out["fallback"] = self.note
+        return out
+
+
+def _missing(name: str, have: set[str]) -> str:
+    return (
+        f"onnxruntime has no {PROVIDERS[name]} here (available: {', '.join(sorted(have))}); "
+        f"{PROVIDER_HINTS.get(name, '')}"
+    )
+
+
+def choose_providers(runtime: RuntimeConfig | None, model_dir: Path) -> ProviderChoice:
+    """The execution providers for a session on ``runtime.provider``: that provider, then
+    the ones after it in FALLBACK_CHAIN that this onnxruntime has (ORT gives a node the
+    first provider that takes it). A requested provider that is missing is one TetherError,
+    unless ``runtime.fallback`` allows the next one. TensorRT gets its engine cache
+    (``runtime.trt_cache``, default ``<model folder>/trt_cache``) and fp16 flag."""
     ort = _import_ort()
+    rt = runtime or RuntimeConfig()
     have = set(ort.get_available_providers())
-    out = []
-    for name in [*names, "cpu"]:
-        if name not in PROVIDERS:
-            raise ConfigError(f"unknown execution provider '{name}' (known: cpu, cuda, tensorrt)")
-        full = PROVIDERS[name]
-        if full not in have:
-            hint = {
-                "cuda": "install onnxruntime-gpu and a CUDA 12 runtime",
-                "tensorrt": "install onnxruntime-gpu and TensorRT 10 (libnvinfer) on the target",
-            }.get(name, "")
-            raise TetherError(
-                f"onnxruntime has no {full} here (available: {', '.join(sorted(have))}); {hint}"
-            )
-        if full not in out:
-            out.append(full)
-    return out
+    usable = [n for n in FALLBACK_CHAIN[rt.provider] if PROVIDERS[n] in have]
+    note = None
+    if not usable or usable[0] != rt.provider:
+        why = _missing(rt.provider, have)
+        if not rt.fallback or not usable:
+            raise TetherError(f"{why} (or set runtime.fallback: true to run on the next one)")
+        note = f"{why}; running on {usable[0]} (runtime.fallback)"
+    providers: list[Any] = []
+    for name in usable:
+        if name == "tensorrt":
+            cache = rt.trt_cache or model_dir / TRT_CACHE
+            options = {
+                "trt_engine_cache_enable": True,
+                "trt_engine_cache_path": str(cache),
+                "trt_fp16_enable": bool(rt.trt_fp16),
+            }
+            providers.append((PROVIDERS[name], options))
+        else:
+            providers.append(PROVIDERS[name])
+    return ProviderChoice(rt.provider, usable[0], providers, note)
+
+
+def open_session(
+    path: Path, threads: int = 1, runtime: RuntimeConfig | None = None
+) -> tuple[Any, ProviderChoice]:
+    """An InferenceSession on ``runtime``'s provider, and what it runs on. onnxruntime
+    falls back to the CPU by itself when a GPU provider it has cannot start (no device, a
+    missing CUDA or TensorRT library): that is a TetherError too unless fallback is allowed."""
+    ort = _import_ort()
+    choice = choose_providers(runtime, path.parent)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = int(threads)
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(path), sess_options=opts, providers=choice.providers)
+    started = list(session.get_providers())
+    if started and started[0] != PROVIDERS[choice.used]:
+        actual = next((k for k, v in PROVIDERS.items() if v == started[0]), started[0])
+        why = (
+            f"onnxruntime could not start {PROVIDERS[choice.used]} for {path} (it runs on "
+            f"{started[0]}): is an NVIDIA GPU visible, with its CUDA 12 and TensorRT 10 "
+            "libraries? onnxruntime's log above says which one failed"
+        )
+        if not (runtime and runtime.fallback):
+            raise TetherError(f"{why} (or set runtime.fallback: true to run on {actual})")
+        choice.note = f"{why}; running on {actual} (runtime.fallback)"
+        choice.used = actual
+    if choice.note:
+        print(f"warning: {choice.note}", file=sys.stderr, flush=True)
+    return session, choice
 
 
 class OnnxModel:
     """An InferenceSession plus its contract; ``run(feeds)`` -> the action chunk array."""
 
     def __init__(
-        self, model: str | Path, threads: int = 1, providers: list[str] | None = None
+        self, model: str | Path, threads: int = 1, runtime: RuntimeConfig | None = None
     ) -> None:
-        ort = _import_ort()
         self.path = model_file(model)
         self.contract = read_contract(self.path)  # says what is missing
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = int(threads)
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(
-            str(self.path), sess_options=opts, providers=provider_list(providers or ["cpu"])
-        )
+        self.session, self.provider = open_session(self.path, threads, runtime)
         graph_inputs = {i.name for i in self.session.get_inputs()}
         declared = {i["name"] for i in self.contract["inputs"]}
         if graph_inputs != declared:
@@ -162,7 +233,7 @@ class OnnxPolicy:
     def __init__(self, cfg: OnnxPolicyConfig, spec: RobotSpec, task: Any = None) -> None:
         self.cfg = cfg
         self.spec = spec
-        self.model = OnnxModel(cfg.model, cfg.threads, list(cfg.providers))
+        self.model = OnnxModel(cfg.model, cfg.threads, cfg.runtime)
         c = self.model.contract
         self._inputs = c["inputs"]
         self.obs_keys = [i["key"] for i in self._inputs if i["key"] != NOISE_KEY]
@@ -234,6 +305,11 @@ class OnnxPolicy:
             self.plan.set(chunk.reshape(-1, chunk.shape[-1]), obs.stamp_ns)
             self.inferences += 1
         return self.plan.chunk_at(obs.stamp_ns)
+
+    @property
+    def runtime_report(self) -> dict[str, Any]:
+        """The execution provider the graph runs on (and what was asked for)."""
+        return self.model.provider.report()
 
     @property
     def contract(self) -> dict[str, Any]:

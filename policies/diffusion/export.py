@@ -160,40 +160,9 @@ def parity(net: DiffusionNet, contract: dict[str, Any], path: Path, seed: int = 
     return float(np.abs(got - ref).max())
 
 
-def build_tensorrt(onnx_path: Path, fp16: bool = True) -> Path:
-    """Build model.engine from model.onnx with TensorRT; one clear error when it cannot."""
-    try:
-        import tensorrt as trt
-    except ImportError:
-        raise TetherError(
-            "TensorRT is not installed here: `pip install tensorrt` (TensorRT 10, needs an "
-            "NVIDIA GPU and a CUDA 12 driver), or serve the ONNX model with "
-            "`policy.providers=[tensorrt]` under onnxruntime-gpu built with TensorRT; "
-            f"the ONNX graph is at {onnx_path}"
-        ) from None
-    logger = trt.Logger(trt.Logger.WARNING)
-    try:
-        builder = trt.Builder(logger)
-    except Exception as exc:  # no CUDA device or driver
-        raise TetherError(f"TensorRT could not start ({exc}): is an NVIDIA GPU visible?") from None
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    if not parser.parse(onnx_path.read_bytes()):
-        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-        raise TetherError(f"TensorRT could not parse {onnx_path}: {errors}")
-    config = builder.create_builder_config()
-    if fp16 and builder.platform_has_fast_fp16:
-        config.set_flag(trt.BuilderFlag.FP16)
-    engine = builder.build_serialized_network(network, config)
-    if engine is None:
-        raise TetherError(f"TensorRT failed to build an engine from {onnx_path}")
-    out = onnx_path.with_suffix(".engine")
-    out.write_bytes(bytes(engine))
-    return out
-
-
 def export_checkpoint(checkpoint: Path, fmt: str, out: Path | None) -> Path:
-    """`tether export CKPT --format onnx|tensorrt [--out DIR]` (default DIR: CKPT/onnx)."""
+    """`tether export CKPT [--out DIR]` (default DIR: CKPT/onnx): the ONNX graph and
+    model.json (`--tensorrt` then builds an engine from it: tether.policies.tensorrt)."""
     if fmt not in FORMATS:
         raise TetherError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     net, contract = load_net(checkpoint)
@@ -210,8 +179,6 @@ def export_checkpoint(checkpoint: Path, fmt: str, out: Path | None) -> Path:
         raise TetherError(f"{path}: onnxruntime differs from torch by {err:.2e} (> 1e-4)")
     if "text_encoder" in meta:
         bundle_text_encoder(meta["text_encoder"], out_dir)
-    if fmt == "tensorrt":
-        return build_tensorrt(path)
     return path
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
-from tether.core.config import ComponentConfig
+from tether.core.config import ComponentConfig, RuntimeConfig
 
 
 class PPOConfig(BaseModel):
@@ -154,3 +154,6 @@ class ResidualOnnxConfig(ComponentConfig):
     threads: int = Field(1, ge=1)
     # seed of the base graph's noise input (diffusion bases)
     seed: int = 0
+    # where the base graph runs (the residual stays on the CPU); None: the experiment's
+    # ``runtime:`` section
+    runtime: RuntimeConfig | None = None

@@ -27,7 +27,7 @@ from tether.policies.config_onnx import OnnxPolicyConfig
 from tether.policies.residual.base_executor import BaseExecutor
 from tether.policies.residual.config import ResidualOnnxConfig
 from tether.policies.residual.space import space_from_meta
-from tether.policies.runtime import OnnxPolicy, provider_list
+from tether.policies.runtime import OnnxPolicy, open_session
 
 FORMAT = "tether-residual/1"
 
@@ -59,15 +59,16 @@ class ResidualOnnxPolicy:
     """The ``residual_onnx`` policy type (see the module docstring)."""
 
     def __init__(self, cfg: ResidualOnnxConfig, spec: RobotSpec, task: Any = None) -> None:
-        import onnxruntime as ort
-
         self.cfg = cfg
         self.spec = spec
         self.folder, self.meta = read_residual_contract(Path(cfg.model))
         base = self.meta["base"]
         if "model" in base:
             bcfg = OnnxPolicyConfig(
-                model=self.folder / base["model"], threads=cfg.threads, seed=cfg.seed
+                model=self.folder / base["model"],
+                threads=cfg.threads,
+                seed=cfg.seed,
+                runtime=cfg.runtime,
             )
             self.base: Policy = OnnxPolicy(bcfg, spec, task)
         else:
@@ -75,12 +76,9 @@ class ResidualOnnxPolicy:
             pcfg = registry.config_class("policy", section["type"]).model_validate(section)
             self.base = registry.build("policy", pcfg, spec, task)
         res = self.meta["residual"]
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = int(cfg.threads)
-        opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(
-            str(self.folder / res["model"]), sess_options=opts, providers=provider_list(["cpu"])
-        )
+        # the residual is a few small layers per step: the CPU serves it in microseconds
+        # (docs/residual_rl.md), a GPU round trip would cost more than it saves
+        self.session, _ = open_session(self.folder / res["model"], cfg.threads)
         self.keys = [i["key"] for i in res["inputs"] if i["key"] != "base_action"]
         self.executor = BaseExecutor(self.base, self.meta.get("base_replan", "policy"))
         # the residual graph runs every hold_steps observations; in between, the residual
@@ -95,6 +93,12 @@ class ResidualOnnxPolicy:
         self.offset = np.zeros(len(self.meta["action_names"]), np.float32)
         if offset:
             self.offset = np.asarray(offset, np.float32)
+
+    @property
+    def runtime_report(self) -> dict[str, Any] | None:
+        """Where the base graph runs (the residual graph runs on the CPU)."""
+        report = getattr(self.base, "runtime_report", None)
+        return None if report is None else {**report, "residual": "cpu"}
 
     def reset(self) -> None:
         self.executor.reset()

@@ -62,7 +62,7 @@ def test_export_of_a_model_folder(tmp_path):
     assert (tmp_path / "copy/model.onnx").read_bytes() == (PANDA / "model.onnx").read_bytes()
     assert (tmp_path / "copy/model.json").is_file()
     # TensorRT builds from the folder's ONNX file on a GPU; without it, one sentence
-    r = tether("export", str(PANDA), "--format", "tensorrt", cwd=tmp_path, timeout=120)
+    r = tether("export", str(PANDA), "--tensorrt", "--out", "trt", cwd=tmp_path, timeout=120)
     try:
         import tensorrt  # noqa: F401
     except ImportError:
@@ -71,6 +71,24 @@ def test_export_of_a_model_folder(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("error: TensorRT is not installed"), lines
     else:
         assert r.returncode in (0, 2), r.stderr
+
+
+def test_provider_that_is_missing_is_one_line_before_any_episode(tmp_path):
+    """`tether eval --provider tensorrt` on a machine without it: one sentence naming the
+    provider and the fallback switch, exit 2, no episode run."""
+    import onnxruntime as ort
+
+    if "TensorrtExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has TensorRT")
+    r = tether(
+        "eval", str(PANDA), "--provider", "tensorrt", "--episodes", "1", "--no-video",
+        "--out", "ev", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: onnxruntime has no TensorrtExecutionProvider"), lines
+    assert "runtime.fallback" in lines[-1] and "Traceback" not in r.stderr
+    assert not (tmp_path / "ev" / "eval.json").exists()
 
 
 def test_not_a_model_nor_a_checkpoint(tmp_path):

@@ -115,7 +115,7 @@ def test_onnx_policy_matches_torch_policy(state_ckpt: Path, tmp_path: Path, pand
 
 
 def test_tensorrt_says_what_is_missing(state_ckpt: Path, tmp_path: Path) -> None:
-    from tether.policies.diffusion.export import export_checkpoint
+    from tether.cli.train import run_export
 
     try:
         import tensorrt  # noqa: F401
@@ -124,7 +124,7 @@ def test_tensorrt_says_what_is_missing(state_ckpt: Path, tmp_path: Path) -> None
     except ImportError:
         pass
     with pytest.raises(TetherError, match="TensorRT is not installed.*pip install tensorrt"):
-        export_checkpoint(state_ckpt, "tensorrt", tmp_path)
+        run_export(str(state_ckpt), "tensorrt", str(tmp_path))
     assert (tmp_path / "model.onnx").is_file()  # the ONNX graph is still written
 
 

@@ -110,13 +110,114 @@ def test_chunk_mode_observes_every_step_and_predicts_on_request(tmp_path: Path, 
 def test_unavailable_provider_names_what_is_missing(tmp_path: Path, panda) -> None:
     import onnxruntime as ort
 
+    from tether.core.config import RuntimeConfig
     from tether.policies.runtime import OnnxPolicy
 
     if "TensorrtExecutionProvider" in ort.get_available_providers():
         pytest.skip("this onnxruntime has TensorRT")
     path = make_model(tmp_path)
-    with pytest.raises(TetherError, match="TensorrtExecutionProvider.*TensorRT"):
-        OnnxPolicy(OnnxPolicyConfig(model=path, providers=["tensorrt"]), panda)
+    runtime = RuntimeConfig(provider="tensorrt")
+    with pytest.raises(TetherError, match="TensorrtExecutionProvider.*TensorRT") as err:
+        OnnxPolicy(OnnxPolicyConfig(model=path, runtime=runtime), panda)
+    assert "runtime.fallback" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_fallback_runs_on_the_cpu_and_says_so(tmp_path: Path, panda, capsys) -> None:
+    """runtime.fallback: a missing TensorRT runs on the next provider this onnxruntime has
+    (here the CPU), with the same actions, a warning, and a report naming both."""
+    import onnxruntime as ort
+
+    from tether.core.config import RuntimeConfig
+    from tether.policies.runtime import OnnxPolicy
+
+    if "TensorrtExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has TensorRT")
+    path = make_model(tmp_path)
+    obs = Observation({"state": np.full(9, 3.0, np.float32)}, stamp_ns=0)
+    cpu = OnnxPolicy(OnnxPolicyConfig(model=path), panda)
+    assert cpu.runtime_report == {"provider": "cpu", "requested": "cpu"}
+    capsys.readouterr()
+    runtime = RuntimeConfig(provider="tensorrt", fallback=True)
+    fell = OnnxPolicy(OnnxPolicyConfig(model=path, runtime=runtime), panda)
+    report = fell.runtime_report
+    assert report["provider"] == "cpu" and report["requested"] == "tensorrt"
+    assert "TensorrtExecutionProvider" in report["fallback"]
+    assert "running on cuda" in report["fallback"] or "running on cpu" in report["fallback"]
+    assert "warning:" in capsys.readouterr().err
+    np.testing.assert_array_equal(cpu.act(obs).actions, fell.act(obs).actions)
+
+
+def test_tensorrt_gets_its_cache_and_fp16_then_cuda_then_cpu(tmp_path: Path, monkeypatch):
+    """What a GPU machine's session is given (onnxruntime here has no GPU providers, so
+    the list they would get is checked, not a run): TensorRT with its engine cache and fp16
+    flag, CUDA for the nodes TensorRT does not take, the CPU last."""
+    import onnxruntime as ort
+
+    from tether.core.config import RuntimeConfig
+    from tether.policies.runtime import choose_providers
+
+    have = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(ort, "get_available_providers", lambda: have)
+    choice = choose_providers(RuntimeConfig(provider="tensorrt", trt_fp16=False), tmp_path)
+    assert choice.used == "tensorrt" and choice.note is None
+    trt, cuda, cpu = choice.providers
+    assert trt == (
+        "TensorrtExecutionProvider",
+        {
+            "trt_engine_cache_enable": True,
+            "trt_engine_cache_path": str(tmp_path / "trt_cache"),
+            "trt_fp16_enable": False,
+        },
+    )
+    assert (cuda, cpu) == ("CUDAExecutionProvider", "CPUExecutionProvider")
+    own = RuntimeConfig(provider="tensorrt", trt_cache=tmp_path / "engines")
+    assert choose_providers(own, tmp_path).providers[0][1]["trt_engine_cache_path"] == str(
+        tmp_path / "engines"
+    )
+    assert choose_providers(RuntimeConfig(provider="cuda"), tmp_path).providers == have[1:]
+
+
+def test_a_gpu_provider_that_cannot_start_is_not_a_silent_cpu_run(tmp_path: Path, monkeypatch):
+    """onnxruntime builds a session on the CPU by itself when the GPU provider it was given
+    cannot start (no device, a missing CUDA library; here: a CPU-only build told it has
+    CUDA). That is an error unless runtime.fallback allows it."""
+    import onnxruntime as ort
+
+    from tether.core.config import RuntimeConfig
+    from tether.policies.runtime import open_session
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has CUDA")
+    real = ort.get_available_providers()
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", *real])
+    path = make_model(tmp_path)
+    with pytest.raises(TetherError, match="could not start CUDAExecutionProvider"):
+        open_session(path, runtime=RuntimeConfig(provider="cuda"))
+    session, choice = open_session(path, runtime=RuntimeConfig(provider="cuda", fallback=True))
+    assert choice.used == "cpu" and "could not start" in (choice.note or "")
+    assert session.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_the_experiment_runtime_reaches_the_onnx_policy() -> None:
+    """The top-level ``runtime:`` section fills an ONNX policy's unset ``runtime``; one set in
+    the policy section wins; a provider Tether does not know is a config error naming it."""
+    from tether.core.config import ConfigError, parse_experiment
+    from tether.core.experiment import with_runtime
+
+    data = {
+        "name": "x",
+        "sim": {"type": "mujoco"},
+        "task": {"type": "lift"},
+        "policy": {"type": "onnx", "model": "m.onnx"},
+        "runtime": {"provider": "cuda", "fallback": True},
+    }
+    pcfg = with_runtime(parse_experiment(data))
+    assert pcfg.runtime.provider == "cuda" and pcfg.runtime.fallback
+    data["policy"]["runtime"] = {"provider": "tensorrt"}
+    assert with_runtime(parse_experiment(data)).runtime.provider == "tensorrt"
+    data["runtime"] = {"provider": "npu"}
+    with pytest.raises(ConfigError, match="runtime.provider"):
+        parse_experiment(data)
 
 
 def test_contract_errors_are_one_line(tmp_path: Path, panda) -> None:
@@ -146,12 +247,12 @@ def test_onnx_policy_type_is_registered(tmp_path: Path) -> None:
         "name": "x",
         "sim": {"type": "mujoco"},
         "task": {"type": "lift"},
-        "policy": {"type": "onnx", "model": "m.onnx", "providers": ["cuda", "cpu"]},
+        "policy": {"type": "onnx", "model": "m.onnx", "runtime": {"provider": "cuda"}},
     }
     cfg = parse_experiment(data)
-    assert cfg.policy.threads == 1 and cfg.policy.providers == ["cuda", "cpu"]
-    data["policy"] = {"type": "onnx", "model": "m.onnx", "providers": ["npu"]}
-    with pytest.raises(ConfigError, match="policy.providers"):
+    assert cfg.policy.threads == 1 and cfg.policy.runtime.provider == "cuda"
+    data["policy"] = {"type": "onnx", "model": "m.onnx", "runtime": {"provider": "npu"}}
+    with pytest.raises(ConfigError, match="policy.runtime.provider"):
         parse_experiment(data)
 
 

@@ -74,15 +74,23 @@ class PolicyServer(Node):
         # "waiting") and in one log line each
         self.language = getattr(self.policy, "language", None)
         self._said_waiting = False
-        if self.language is not None:
-            self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
+        self.pub_status = self.create_publisher(String, itf.EPISODE_STATUS, itf.EVENT_QOS)
+        # an exported graph's execution provider (runtime.provider), and a fallback if the
+        # user allowed one: once in the log, and on episode_status (event "runtime", latched
+        # for late joiners; again at each reset, so every episode's status carries it)
+        self.runtime_report: dict[str, Any] | None = getattr(self.policy, "runtime_report", None)
+        if self.runtime_report is not None:
+            self._report("runtime", self.runtime_report)
         if self.chunk_mode:
             self.chunk_pub = self.create_publisher(JointTrajectory, ACTION_CHUNK, itf.COMMAND_QOS)
             self.create_subscription(Header, CHUNK_REQUEST, self._on_request, itf.COMMAND_QOS)
         ns = self.get_namespace()
+        runs_on = ""
+        if self.runtime_report is not None:
+            runs_on = f" (onnxruntime on {self.runtime_report['provider']})"
         self.get_logger().info(
             f"policy {self.cfg.policy.type} for {self.spec.name}"
-            f"{' in ' + ns if ns != '/' else ''}: {self.inputs.describe()}"
+            f"{' in ' + ns if ns != '/' else ''}{runs_on}: {self.inputs.describe()}"
         )
 
     def close(self) -> None:
@@ -101,6 +109,8 @@ class PolicyServer(Node):
         self.inputs.clear()
         self.last_stamp = None
         self.last_chunk = None
+        if self.runtime_report is not None:
+            self._report("runtime", self.runtime_report)
 
     def _on_instruction(self, text: str) -> None:
         """A new instruction: the next chunk is planned for it (the one in progress is
