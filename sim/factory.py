@@ -34,3 +34,20 @@ def build_backend(cfg: Any, robot: str | RobotDescription = "panda", task: Any =
             f"{', '.join(kinds) or 'nothing'})"
         )
     return registry.load("backend", name)(cfg, robot=desc, task=task)
+
+
+def engine_missing(engine: str, robot: str | RobotDescription = "panda") -> str | None:
+    """Why ``engine`` cannot simulate ``robot``'s kind on this machine, in the engine's own
+    sentence (its backend's registry option ``missing``, e.g. Isaac Sim without an RTX GPU),
+    or None (also for engines that have no such check)."""
+    import importlib
+
+    name = f"{engine}/{robot_description(robot).kind}"
+    if name not in registry.available("backend"):
+        return None
+    target = registry.entry("backend", name).options.get("missing")
+    if not target:
+        return None
+    module, _, attr = str(target).partition(":")
+    why: str | None = getattr(importlib.import_module(module), attr)()
+    return why

@@ -16,12 +16,24 @@ PLUGINS = {
             "tether.sim.pybullet.config_pybullet:PybulletConfig",
             "tether.sim.factory:build_backend",
         ),
+        # Isaac Sim in process (docs/isaac_sim.md; needs an RTX GPU); isaac_ros, Isaac Sim
+        # over its ROS 2 bridge, is registered by tether_ros
+        "isaacsim": Entry(
+            "tether.sim.isaac.config_isaac:IsaacSimConfig", "tether.sim.factory:build_backend"
+        ),
     },
     # "<engine>/<kind>": a class taking (cfg, robot=<description>, task=...); its config
     # class (when set) validates ``sim:`` for that kind: the engine's fields plus the kind's
     "backend": {
         "mujoco/arm": Entry(None, "tether.sim.mujoco.backend:MujocoBackend"),
         "pybullet/arm": Entry(None, "tether.sim.pybullet.backend:PybulletBackend"),
+        # ``missing``: a function saying in one sentence why the engine cannot run here (None
+        # when it can); the conformance suite skips with it
+        "isaacsim/arm": Entry(
+            None,
+            "tether.sim.isaac.isaacsim_backend:IsaacSimBackend",
+            {"missing": "tether.sim.isaac.isaacsim_backend:isaac_missing"},
+        ),
         "mujoco/quadcopter": Entry(
             "tether.sim.mujoco.config_mujoco:MujocoQuadrotorConfig",
             "tether.sim.mujoco.quadrotor:MujocoQuadrotorBackend",

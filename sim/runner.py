@@ -47,7 +47,9 @@ class SimRunner:
 
     def __init__(self, cfg: ExperimentConfig, backend: SimBackend | None = None) -> None:
         self.cfg = cfg
-        self.task = build_task(cfg)
+        # a backend given with its task (a simulator reached over ROS 2) keeps that task
+        own = getattr(backend, "task", None)
+        self.task = own if own is not None else build_task(cfg)
         self.backend: SimBackend = backend or registry.build(
             "sim", cfg.sim, robot=cfg.robot, task=self.task
         )
@@ -187,7 +189,9 @@ class SimRunner:
             "success": bool(self.success),
             "steps": self.steps,
             "return": round(self.ret, 4),
-            "sim_time_s": round(self.obs.stamp_s if self.obs else 0.0, 4),
+            # the backend's time since the episode's start (a simulator with a clock of its
+            # own stamps observations with that clock: Isaac Sim over ROS 2)
+            "sim_time_s": round(float(self.backend.sim_time) if self.obs else 0.0, 4),
             "wall_s": round(wall_s, 4),
             "control_hz": round(self.steps / wall_s, 2) if wall_s > 0 else None,
             "stale_steps": self.stale_steps,

@@ -1,10 +1,37 @@
-"""The task-dependent part of a backend's step(), shared by every backend."""
+"""The task-dependent part of a backend's step() and an arm's observation, shared by every
+backend."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from tether.core.types import Observation, StepResult
+import numpy as np
+
+from tether.core.types import IMAGE_PREFIX, Observation, StepResult
+
+
+def arm_observation(
+    sim: Any, state: np.ndarray, velocity: np.ndarray, objects: Sequence[str]
+) -> Observation:
+    """An arm backend's observation: ``state`` / ``velocity`` (arm + fingers), ``env_state``
+    (7 per task object: position + wxyz quaternion, ``sim.body_pose``), ``ee_pose`` (7,,
+    ``sim.ee_pose``), the cameras with ``sim.cfg.render_in_obs``, the task's instruction,
+    stamped with ``sim.sim_time``."""
+    env = [np.concatenate(sim.body_pose(name)) for name in objects]
+    pos, quat = sim.ee_pose()
+    data = {
+        "state": np.asarray(state, np.float32),
+        "velocity": np.asarray(velocity, np.float32),
+        "env_state": (np.concatenate(env) if env else np.zeros(0)).astype(np.float32),
+        "ee_pose": np.concatenate([pos, quat]).astype(np.float32),
+    }
+    if sim.cfg.render_in_obs:
+        for cam in sim.spec.cameras:
+            data[IMAGE_PREFIX + cam.name] = sim.render(cam.name)
+    # the sentence the task's episode asks for (a language-conditioned task), else None
+    instruction = getattr(sim.task, "instruction", None)
+    return Observation(data, stamp_ns=round(sim.sim_time * 1e9), instruction=instruction)
 
 
 def score_step(sim: Any, obs: Observation, max_duration_s: float | None) -> StepResult:

@@ -17,10 +17,10 @@ import numpy as np
 from tether.core.errors import ConfigError, MissingDependency
 from tether.core.protocols import Task, TaskBody
 from tether.core.robot import ArmDescription, RobotDescription
-from tether.core.types import IMAGE_PREFIX, Observation, StepResult
+from tether.core.types import Observation, StepResult
 from tether.sim.mujoco.config_mujoco import MujocoConfig
 from tether.sim.scene import TASK_BODIES, shape_volume, task_bodies
-from tether.sim.scoring import score_step
+from tether.sim.scoring import arm_observation, score_step
 
 # Headless machines have no X display: render through EGL unless the user chose a backend.
 if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
@@ -245,20 +245,7 @@ class MujocoBackend:
 
     def observe(self) -> Observation:
         d = self.data
-        env = [np.concatenate(self.body_pose(name)) for name in self._objects]
-        pos, quat = self.ee_pose()
-        data = {
-            "state": d.qpos[self._qadr].astype(np.float32),
-            "velocity": d.qvel[self._dadr].astype(np.float32),
-            "env_state": (np.concatenate(env) if env else np.zeros(0)).astype(np.float32),
-            "ee_pose": np.concatenate([pos, quat]).astype(np.float32),
-        }
-        if self.cfg.render_in_obs:
-            for cam in self.spec.cameras:
-                data[IMAGE_PREFIX + cam.name] = self.render(cam.name)
-        # the sentence the task's episode asks for (a language-conditioned task), else None
-        instruction = getattr(self.task, "instruction", None)
-        return Observation(data, stamp_ns=round(self.sim_time * 1e9), instruction=instruction)
+        return arm_observation(self, d.qpos[self._qadr], d.qvel[self._dadr], self._objects)
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of body ``name``: position (3,) m, quaternion (4,) wxyz (float64)."""
@@ -284,6 +271,19 @@ class MujocoBackend:
             d.qpos[qa + 3 : qa + 7] = q
             d.qvel[da : da + 6] = 0.0
         mujoco.mj_forward(m, d)  # so body_pose / contacts see the new pose at once
+
+    def set_joint_positions(self, q: np.ndarray, finger: float) -> None:
+        """Teleport the arm to ``q`` (dof,) and each finger to ``finger`` at rest, the servos
+        holding there: an episode start given from outside (the Isaac stand-in,
+        tether_ros.isaac.standin)."""
+        m, d = self.model, self.data
+        q = np.clip(np.asarray(q, np.float64), self._lower, self._upper)
+        d.qpos[self._qadr[: self._dof]] = q
+        d.qpos[self._qadr[self._dof :]] = finger
+        d.qvel[self._dadr] = 0.0
+        d.ctrl[self._act_arm] = q
+        d.ctrl[self._act_fingers] = finger
+        mujoco.mj_forward(m, d)
 
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """TCP world pose (the description's ``mujoco.tcp_site``): position (3,) m,

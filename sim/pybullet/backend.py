@@ -19,11 +19,11 @@ import numpy as np
 from tether.core.errors import ConfigError, MissingDependency
 from tether.core.protocols import Task
 from tether.core.robot import ArmDescription, PybulletCamera, RobotDescription
-from tether.core.types import IMAGE_PREFIX, Observation, StepResult
+from tether.core.types import Observation, StepResult
 from tether.sim import scene
 from tether.sim.pybullet.config_pybullet import PybulletConfig
 from tether.sim.pybullet.task_bodies import create_task_body
-from tether.sim.scoring import score_step
+from tether.sim.scoring import arm_observation, score_step
 
 try:
     import pybullet as pb
@@ -341,20 +341,9 @@ class PybulletBackend:
 
     def observe(self) -> Observation:
         states = pb.getJointStates(self._robot, self._joints, physicsClientId=self._cid)
-        env = [np.concatenate(self.body_pose(name)) for name in self._objects]
-        pos, quat = self.ee_pose()
-        data = {
-            "state": np.array([s[0] for s in states], dtype=np.float32),
-            "velocity": np.array([s[1] for s in states], dtype=np.float32),
-            "env_state": (np.concatenate(env) if env else np.zeros(0)).astype(np.float32),
-            "ee_pose": np.concatenate([pos, quat]).astype(np.float32),
-        }
-        if self.cfg.render_in_obs:
-            for cam in self.spec.cameras:
-                data[IMAGE_PREFIX + cam.name] = self.render(cam.name)
-        # the sentence the task's episode asks for (a language-conditioned task), else None
-        instruction = getattr(self.task, "instruction", None)
-        return Observation(data, stamp_ns=round(self.sim_time * 1e9), instruction=instruction)
+        state = np.array([st[0] for st in states])
+        velocity = np.array([st[1] for st in states])
+        return arm_observation(self, state, velocity, self._objects)
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of a task body or robot link ``name``: position (3,) m, quaternion

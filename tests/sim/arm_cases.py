@@ -9,6 +9,7 @@ import pytest
 
 from tether.core import registry
 from tether.core.robot import ArmDescription
+from tether.sim.factory import engine_missing
 
 # the Python package each engine needs (a test skips, with the reason, when it is missing)
 ENGINE_PACKAGES = {"mujoco": "mujoco", "pybullet": "pybullet"}
@@ -53,7 +54,11 @@ def engine_arm_params(engines: list[str] | None = None, as_tuple: bool = False) 
 
 def build_arm_sim(engine: str, robot: str, task: Any = None, **cfg: Any) -> Any:
     """The ``engine`` backend for arm ``robot`` with ``task``; ``cfg`` overrides the sim
-    config's defaults. Skips when the engine's package is missing."""
+    config's defaults. Skips when the engine's package is missing (with the engine's own
+    sentence when it has one)."""
+    why = engine_missing(engine, robot)
+    if why is not None:
+        pytest.skip(why)
     if engine in ENGINE_PACKAGES:
         pytest.importorskip(ENGINE_PACKAGES[engine])
     sim_cfg = registry.config_class("sim", engine)(**cfg)

@@ -52,6 +52,7 @@ setup(
             "mock_arm = tether_ros.mock_nodes:arm_main",
             "mock_base = tether_ros.mock_nodes:base_main",
             "mock_autopilot = tether_ros.mock_nodes:autopilot_main",
+            "isaac_standin = tether_ros.isaac.standin:main",
         ],
     },
 )

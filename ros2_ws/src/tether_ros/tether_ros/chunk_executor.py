@@ -10,7 +10,8 @@ now) once per outstanding request. Once a second it publishes its cadence on
 ``~/cadence`` (std_msgs/String, JSON): achieved rate, request -> chunk latency (wall
 clock), underruns.
 In a simulator graph it runs on the sim's /clock (``use_sim_time``); when that clock jumps
-back (an episode reset) the queue and the safety filter start over.
+back (an episode reset) or an episode starts (``episode_status``: a simulator whose clock
+runs on across episodes, Isaac Sim) the queue and the safety filter start over.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class ChunkExecutor(Node):
         self.create_subscription(JointTrajectory, ACTION_CHUNK, self._on_chunk, itf.COMMAND_QOS)
         self.create_subscription(JointState, itf.JOINT_STATES, self._on_state, itf.SENSOR_QOS)
         self.create_subscription(Bool, itf.ESTOP, self._on_estop, itf.COMMAND_QOS)
+        self.create_subscription(String, itf.EPISODE_STATUS, self._on_status, itf.EVENT_QOS)
         self.create_timer(self.spec.dt, self._tick)
         self.create_timer(1.0, self._report)
 
@@ -78,6 +80,14 @@ class ChunkExecutor(Node):
         self.measured = np.asarray(state[: self.spec.action.dim], np.float32)
         if first:
             self.safety.reset(self.measured)
+
+    def _on_status(self, msg: String) -> None:
+        try:
+            event = json.loads(msg.data).get("event")
+        except (ValueError, AttributeError):
+            return
+        if event == "start":  # the rows queued belong to the last episode
+            self._time_jumped_back()
 
     def _on_estop(self, msg: Bool) -> None:
         self.safety.set_estop(bool(msg.data))
@@ -114,13 +124,17 @@ class ChunkExecutor(Node):
             except InvalidCommand as exc:
                 self.get_logger().warning(f"rejected action: {exc}", throttle_duration_sec=1.0)
         out, _stale = self.safety.output(t_s, self.measured)
-        self.pub.publish(
-            conv.chunk_to_trajectory(ActionChunk(out, self.spec.dt, now), self.spec.action.names)
-        )
+        # in force from one period before now to one after: a bridge whose observation is a
+        # period older or newer than this clock reading (a simulator with a clock of its own,
+        # Isaac Sim, sampled by the bridge on its own timer) still finds the row for it
+        dt_ns = round(self.spec.dt * 1e9)
+        rows = ActionChunk(np.stack([out, out]), self.spec.dt, now - dt_ns)
+        self.pub.publish(conv.chunk_to_trajectory(rows, self.spec.action.names))
 
     def _time_jumped_back(self) -> None:
-        """The clock went back (a simulator reset starts a new episode at t = 0): the queued
-        rows belong to the old timeline; start over from the measured position."""
+        """The clock went back (a simulator reset starts a new episode at t = 0), or a new
+        episode started: the queued rows belong to the old timeline; start over from the
+        measured position."""
         self.queue.reset()
         self.pending_since = None
         self.ticks = []

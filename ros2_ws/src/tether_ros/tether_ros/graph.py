@@ -99,13 +99,19 @@ def plan_graph(
         )
     if cfg.ros.chunked and registry.served_per_observation(cfg.policy.type):
         raise ConfigError(chunked_refusal(cfg.policy.type))
+    if cfg.sim is not None:  # an engine that cannot run here says so before a node starts
+        from tether.sim.factory import engine_missing
+
+        why = engine_missing(cfg.sim.type, cfg.robot)
+        if why is not None:
+            raise ConfigError(why)
     if cfg.hardware is not None:
         nodes = hardware_nodes(cfg, params)
     else:
         bridge = NodeSpec(
             "sim_bridge", "tether_ros", "sim_bridge", "tether_ros.sim_bridge", ns, params
         )
-        nodes = [bridge]
+        nodes = [*standin_nodes(cfg, params), bridge]
     servers = io.policy_servers(cfg) if policy else []
     for sub, extra in servers:
         # the user's overrides first, then what the kind adds (a drone's one-drone world)
@@ -161,6 +167,21 @@ def chunk_low_water_s(cfg: ExperimentConfig) -> float | None:
         return None
     execute = int(getattr(policy, "execute_steps", None) or c.get("execute_steps", 1))
     return max(0.0, (horizon - execute) * float(c["action_dt"]))
+
+
+def standin_nodes(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:
+    """A simulator reached over ROS 2 with ``sim.standin`` set: the node that stands in for
+    it (its registry option ``standin_node``; isaac_ros: the MuJoCo world behind Isaac's
+    interface), named as the scene node the bridge calls, started before the bridge."""
+    sim = cfg.sim
+    if sim is None or not getattr(sim, "standin", False):
+        return []
+    options = registry.entry("sim", sim.type).options
+    exe, module = options.get("standin_node"), options.get("standin_module")
+    if not exe or not module:
+        return []
+    name = str(getattr(sim, "scene_node", exe)).strip("/").split("/")[-1]
+    return [NodeSpec(name, "tether_ros", str(exe), str(module), cfg.ros.namespace, params)]
 
 
 def hardware_nodes(cfg: ExperimentConfig, params: dict[str, object]) -> list[NodeSpec]:

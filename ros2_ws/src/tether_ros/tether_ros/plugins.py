@@ -6,6 +6,19 @@ from __future__ import annotations
 from tether.core.registry import Entry
 
 PLUGINS = {
+    # a simulator reached over ROS 2 (its backend lives in the sim bridge's graph: the
+    # option ``ros_node`` has the bridge build it with its node)
+    "sim": {
+        "isaac_ros": Entry(
+            "tether.sim.isaac.config_isaac:IsaacRosConfig",
+            "tether_ros.isaac.backend:build_isaac_ros",
+            {
+                "ros_node": True,
+                "standin_node": "isaac_standin",
+                "standin_module": "tether_ros.isaac.standin",
+            },
+        ),
+    },
     "hardware": {
         "jtc_arm": Entry(
             None,

@@ -363,7 +363,8 @@ class DroneBridge(EpisodeBridge):
             if not resend:
                 self._answered[d.name] = False
         self._published(stamp)
-        self.pub_clock.publish(conv.clock_msg(stamp))
+        if self.pub_clock is not None:
+            self.pub_clock.publish(conv.clock_msg(stamp))
 
     def _ns(self, d: Drone) -> str:
         base = self.node.get_namespace().strip("/")

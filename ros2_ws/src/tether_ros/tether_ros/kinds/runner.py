@@ -140,8 +140,13 @@ class EpisodeBridge:
         self._acked: dict[str, int] = {}
         self._held = False  # answered, but the recorder has not taken the observation in yet
 
-        self.pub_clock = node.create_publisher(
-            Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
+        # a simulator with a clock of its own (Isaac Sim) publishes /clock itself
+        self.pub_clock = (
+            None
+            if getattr(world.backend, "external_clock", False)
+            else node.create_publisher(
+                Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
+            )
         )
         self.pub_status = node.create_publisher(
             String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
@@ -241,6 +246,11 @@ class EpisodeBridge:
         # an episode starts from a reset the world has not stepped from
         if self.world.done or (not self.running and self.world.steps > 0):
             self._reset()
+        # a world that runs on between reset and start (Isaac Sim plays on): its episode
+        # time starts now
+        started = getattr(self.world.backend, "episode_started", None)
+        if started is not None:
+            started()
         self.running = True
         obs = self.world.obs
         assert obs is not None
@@ -399,6 +409,22 @@ TopicsFactory = Callable[
 ]
 
 
+def ros_backend(node: Node, cfg: ExperimentConfig) -> SimBackend | None:
+    """The backend of a simulator reached over ROS 2 (a sim type with the registry option
+    ``ros_node``, e.g. isaac_ros), built with the bridge's ``node``; None for the others
+    (SimRunner builds those)."""
+    from tether.core import registry
+    from tether.core.experiment import build_task
+
+    sim = cfg.sim
+    if sim is None or not registry.entry("sim", sim.type).options.get("ros_node"):
+        return None
+    backend: SimBackend = registry.build(
+        "sim", sim, robot=cfg.robot, task=build_task(cfg), node=node
+    )
+    return backend
+
+
 class RunnerBridge(EpisodeBridge):
     """ROS 2 endpoints around a SimRunner, on ``node``."""
 
@@ -409,6 +435,12 @@ class RunnerBridge(EpisodeBridge):
         backend: SimBackend | None,
         topics: TopicsFactory,
     ) -> None:
+        backend = backend or ros_backend(node, cfg)
+        if getattr(backend, "realtime_only", False) and cfg.ros.rate_mode != "realtime":
+            node.get_logger().info(f"{cfg.world.type} plays in real time (ros.rate_mode ignored)")
+            cfg = cfg.model_copy(
+                update={"ros": cfg.ros.model_copy(update={"rate_mode": "realtime"})}
+            )
         self.runner = SimRunner(cfg, backend)
         super().__init__(node, cfg, self.runner)
         self.frame = "world"
@@ -582,4 +614,5 @@ class RunnerBridge(EpisodeBridge):
         if wait:
             self._sent_out(itf.JOINT_STATES, stamp)
         self.pub_js.publish(js)
-        self.pub_clock.publish(conv.clock_msg(stamp))
+        if self.pub_clock is not None:
+            self.pub_clock.publish(conv.clock_msg(stamp))
