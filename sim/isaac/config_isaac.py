@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.sim.config_mobile_base import MobileBaseSimConfig
 from tether.sim.config_sim import TableSimConfig
 
 
@@ -37,6 +38,12 @@ class IsaacTopics(BaseModel):
     # ``{camera}`` = the camera's name in ``cameras``
     image: str = "isaac_camera/{camera}/rgb"
     camera_info: str = "isaac_camera/{camera}/camera_info"
+    # a mobile base: geometry_msgs/Twist into the differential controller (ROS2 Subscribe
+    # Twist), nav_msgs/Odometry (ROS2 Publish Odometry), sensor_msgs/LaserScan (ROS2 RTX
+    # Lidar Helper); the wheels' JointState comes on ``joint_states``
+    cmd_vel: str = "isaac_cmd_vel"
+    odom: str = "isaac_odom"
+    scan: str = "isaac_scan"
 
 
 class IsaacRosConfig(TableSimConfig):
@@ -59,6 +66,11 @@ class IsaacRosConfig(TableSimConfig):
     connect_timeout_s: float = Field(30.0, gt=0)
     # how long an episode reset may take on the Isaac side, seconds
     reset_timeout_s: float = Field(10.0, gt=0)
+
+
+class IsaacRosMobileBaseConfig(IsaacRosConfig, MobileBaseSimConfig):
+    """``sim:`` of a mobile base in Isaac Sim over ROS 2: the lidar settings say what Isaac's
+    scan must look like (its beam count is checked) and configure the stand-in's."""
 
 
 class IsaacSimConfig(TableSimConfig):

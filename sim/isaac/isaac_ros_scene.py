@@ -50,6 +50,7 @@ import yaml
 # the episode parameters (tether_ros.isaac.interface; a test checks they agree)
 SEED = "episode.seed"
 JOINT_POSITIONS = "episode.joint_positions"
+BASE_POSE = "episode.base_pose"  # mobile bases only (not built by this script yet)
 OBJECT_NAMES = "episode.object_names"
 OBJECT_POSES = "episode.object_poses"
 # Isaac's asset root paths (4.5 / 5.x)
@@ -231,6 +232,7 @@ class Scene(Node):
         }
         self.declare_parameter(SEED, -1)
         self.declare_parameter(JOINT_POSITIONS, Parameter.Type.DOUBLE_ARRAY)
+        self.declare_parameter(BASE_POSE, Parameter.Type.DOUBLE_ARRAY)
         self.declare_parameter(OBJECT_NAMES, Parameter.Type.STRING_ARRAY)
         self.declare_parameter(OBJECT_POSES, Parameter.Type.DOUBLE_ARRAY)
         self.add_on_set_parameters_callback(self.on_params)

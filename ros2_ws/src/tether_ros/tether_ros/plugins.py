@@ -19,6 +19,14 @@ PLUGINS = {
             },
         ),
     },
+    # the sim section of a mobile base over isaac_ros carries the lidar settings (the arm's
+    # is the engine's own config class)
+    "backend": {
+        "isaac_ros/mobile_base": Entry(
+            "tether.sim.isaac.config_isaac:IsaacRosMobileBaseConfig",
+            "tether_ros.isaac.backend:build_isaac_ros",
+        ),
+    },
     "hardware": {
         "jtc_arm": Entry(
             None,

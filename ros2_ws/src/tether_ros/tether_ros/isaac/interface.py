@@ -26,9 +26,10 @@ ISAAC_QOS = QoSProfile(
 # rcl_interfaces/SetParametersAtomically call (setting episode.seed applies them all)
 SEED = "episode.seed"
 JOINT_POSITIONS = "episode.joint_positions"  # the articulation's joints (command order)
+BASE_POSE = "episode.base_pose"  # a mobile base: x y z (m), qw qx qy qz, world frame
 OBJECT_NAMES = "episode.object_names"
 OBJECT_POSES = "episode.object_poses"  # 7 per object: x y z (m), qw qx qy qz, world frame
-EPISODE_PARAMETERS = (SEED, JOINT_POSITIONS, OBJECT_NAMES, OBJECT_POSES)
+EPISODE_PARAMETERS = (SEED, JOINT_POSITIONS, BASE_POSE, OBJECT_NAMES, OBJECT_POSES)
 
 
 def command_joints(robot: ArmDescription) -> tuple[str, ...]:

@@ -435,7 +435,24 @@ class RunnerBridge(EpisodeBridge):
         backend: SimBackend | None,
         topics: TopicsFactory,
     ) -> None:
+        own = backend is None
         backend = backend or ros_backend(node, cfg)
+        try:
+            self._setup(node, cfg, backend, topics)
+        except BaseException:
+            # a simulator reached over ROS 2 runs a thread of its own: never leave it behind
+            # (a Ctrl-C while the bridge is built, a reset that failed)
+            if own and backend is not None:
+                backend.close()
+            raise
+
+    def _setup(
+        self,
+        node: Node,
+        cfg: ExperimentConfig,
+        backend: SimBackend | None,
+        topics: TopicsFactory,
+    ) -> None:
         if getattr(backend, "realtime_only", False) and cfg.ros.rate_mode != "realtime":
             node.get_logger().info(f"{cfg.world.type} plays in real time (ros.rate_mode ignored)")
             cfg = cfg.model_copy(
