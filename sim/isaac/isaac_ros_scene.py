@@ -36,8 +36,12 @@ What it publishes and takes (Isaac's default QoS: reliable, keep last 10):
     rest. Tether draws the start from the seed with its own task code, so every engine starts
     an episode of a seed from the same place.
 
-Tasks: the lift task's cube (its ``rest_z`` half-size, 0.1 kg). Other tasks need their
-objects added in ``build_objects`` (the names are the task's ``objects``).
+Tasks: the lift task's cube (its ``rest_z`` half-size, 0.1 kg) with the Franka; a mobile base's
+go_to_goal (its goal marker) with Isaac's Nova Carter (``--base-usd``, ``--wheel-joints``,
+``--wheel-radius``, ``--wheel-distance``), a differential controller on ``topics.cmd_vel``,
+odometry on ``topics.odom`` and an RTX lidar as a LaserScan on ``topics.scan``. Tether's robot
+description must match the base Isaac simulates (its wheel joints and limits; the Husky has no
+Isaac asset here). Other tasks need their objects added in ``build_objects``.
 """
 
 from __future__ import annotations
@@ -55,13 +59,24 @@ OBJECT_NAMES = "episode.object_names"
 OBJECT_POSES = "episode.object_poses"
 # Isaac's asset root paths (4.5 / 5.x)
 FRANKA_USD = "/Isaac/Robots/FrankaRobotics/FrankaPanda/franka.usd"
-ROBOT_PRIM = "/World/panda"
+BASE_USD = "/Isaac/Robots/NVIDIA/NovaCarter/nova_carter.usd"
+ROBOT_PRIM = "/World/robot"
 
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("experiment", help="the experiment as `tether check <yaml>` prints it")
     ap.add_argument("--gui", action="store_true", help="open Isaac Sim's window")
+    # a mobile base (the experiment's sim section has mobile_base:): Isaac's base and its
+    # drive; Tether's robot description must match it (wheel joints, limits)
+    ap.add_argument("--base-usd", default=BASE_USD, help=f"default {BASE_USD}")
+    ap.add_argument(
+        "--wheel-joints",
+        default="joint_wheel_left,joint_wheel_right",
+        help="the left and right drive joints (comma-separated)",
+    )
+    ap.add_argument("--wheel-radius", type=float, default=0.14, help="m (Nova Carter)")
+    ap.add_argument("--wheel-distance", type=float, default=0.413, help="m (Nova Carter)")
     return ap.parse_args()
 
 
@@ -72,6 +87,7 @@ SIM = EXP["sim"]
 if SIM.get("type") != "isaac_ros":
     raise SystemExit(f"{ARGS.experiment}: sim.type is {SIM.get('type')!r}, not isaac_ros")
 TOPICS = SIM["topics"]
+BASE = "mobile_base" in SIM  # the resolved sim section of a base carries its lidar
 
 # SimulationApp first: nothing from isaacsim (or omni) imports before it
 from isaacsim import SimulationApp  # noqa: E402
@@ -81,7 +97,7 @@ simulation_app = SimulationApp({"headless": not ARGS.gui})
 import numpy as np  # noqa: E402
 import omni.graph.core as og  # noqa: E402
 from isaacsim.core.api import World  # noqa: E402
-from isaacsim.core.api.objects import DynamicCuboid  # noqa: E402
+from isaacsim.core.api.objects import DynamicCuboid, VisualCuboid  # noqa: E402
 from isaacsim.core.prims import SingleArticulation  # noqa: E402
 from isaacsim.core.utils.extensions import enable_extension  # noqa: E402
 from isaacsim.core.utils.prims import create_prim  # noqa: E402
@@ -110,14 +126,24 @@ def build_world() -> tuple[World, SingleArticulation, dict]:
     root = get_assets_root_path()
     if root is None:
         raise SystemExit("Isaac Sim's asset root is not reachable (Nucleus or a local mirror)")
-    add_reference_to_stage(usd_path=root + FRANKA_USD, prim_path=ROBOT_PRIM)
-    robot = world.scene.add(SingleArticulation(prim_path=ROBOT_PRIM, name="panda"))
+    usd = root + ARGS.base_usd if BASE else root + FRANKA_USD
+    add_reference_to_stage(usd_path=usd, prim_path=ROBOT_PRIM)
+    robot = world.scene.add(SingleArticulation(prim_path=ROBOT_PRIM, name="robot"))
     return world, robot, build_objects(world)
 
 
 def build_objects(world: World) -> dict:
-    """The task's objects by name (the lift task: its cube)."""
+    """The task's objects by name (lift: its cube; a base's go_to_goal: its goal marker)."""
     task = EXP["task"]
+    if task["type"] == "go_to_goal":
+        goal = VisualCuboid(
+            prim_path="/World/goal",
+            name="goal",
+            position=np.array([1.0, 0.0, 0.005]),
+            scale=np.array([0.3, 0.3, 0.01]),
+            color=np.array([0.1, 0.8, 0.1]),
+        )
+        return {"goal": world.scene.add(goal)}
     if task["type"] != "lift":
         raise SystemExit(
             f"task {task['type']!r}: the scene script builds the lift task's cube only; add "
@@ -152,6 +178,81 @@ def camera_prim(name: str) -> str:
     path = f"{ROBOT_PRIM}/panda_hand/{name}_camera" if name == "wrist" else f"/World/{name}_camera"
     create_prim(path, "Camera", translation=np.array(pos), orientation=np.array(quat))
     return path
+
+
+def build_base_graph() -> None:
+    """A base's bridge graph: cmd_vel (Twist) through the differential controller into the
+    wheels, odometry, the wheels' joint states, an RTX lidar as a LaserScan, the clock."""
+    import omni.kit.commands
+
+    keys = og.Controller.Keys
+    lidar_ok, lidar = omni.kit.commands.execute(
+        "IsaacSensorCreateRtxLidar",
+        path="/lidar",
+        parent=f"{ROBOT_PRIM}/chassis_link",
+        config="Example_Rotary_2D",
+    )
+    wheels = [j.strip() for j in ARGS.wheel_joints.split(",")]
+    og.Controller.edit(
+        {"graph_path": "/World/TetherBaseBridge", "evaluator_name": "execution"},
+        {
+            keys.CREATE_NODES: [
+                ("tick", "omni.graph.action.OnPlaybackTick"),
+                ("context", "isaacsim.ros2.bridge.ROS2Context"),
+                ("sim_time", "isaacsim.core.nodes.IsaacReadSimulationTime"),
+                ("twist", "isaacsim.ros2.bridge.ROS2SubscribeTwist"),
+                ("diff", "isaacsim.robot.wheeled_robots.DifferentialController"),
+                ("wheels", "isaacsim.core.nodes.IsaacArticulationController"),
+                ("odometry", "isaacsim.core.nodes.IsaacComputeOdometry"),
+                ("pub_odom", "isaacsim.ros2.bridge.ROS2PublishOdometry"),
+                ("pub_js", "isaacsim.ros2.bridge.ROS2PublishJointState"),
+                ("pub_clock", "isaacsim.ros2.bridge.ROS2PublishClock"),
+                ("rp_lidar", "isaacsim.core.nodes.IsaacCreateRenderProduct"),
+                ("scan", "isaacsim.ros2.bridge.ROS2RtxLidarHelper"),
+            ],
+            keys.SET_VALUES: [
+                ("twist.inputs:topicName", TOPICS["cmd_vel"]),
+                ("diff.inputs:wheelRadius", ARGS.wheel_radius),
+                ("diff.inputs:wheelDistance", ARGS.wheel_distance),
+                ("wheels.inputs:robotPath", ROBOT_PRIM),
+                ("wheels.inputs:jointNames", wheels),
+                ("odometry.inputs:chassisPrim", ROBOT_PRIM),
+                ("pub_odom.inputs:topicName", TOPICS["odom"]),
+                ("pub_js.inputs:topicName", TOPICS["joint_states"]),
+                ("pub_js.inputs:targetPrim", ROBOT_PRIM),
+                ("pub_clock.inputs:topicName", TOPICS["clock"].lstrip("/")),
+                ("rp_lidar.inputs:cameraPrim", str(lidar.GetPath()) if lidar_ok else "/lidar"),
+                ("scan.inputs:type", "laser_scan"),
+                ("scan.inputs:topicName", TOPICS["scan"]),
+                ("scan.inputs:frameId", "laser"),
+            ],
+            keys.CONNECT: [
+                *[
+                    ("tick.outputs:tick", f"{n}.inputs:execIn")
+                    for n in ("twist", "wheels", "odometry", "pub_js", "pub_clock", "rp_lidar")
+                ],
+                ("twist.outputs:execOut", "diff.inputs:execIn"),
+                ("twist.outputs:linearVelocity", "diff.inputs:linearVelocity"),
+                ("twist.outputs:angularVelocity", "diff.inputs:angularVelocity"),
+                ("diff.outputs:velocityCommand", "wheels.inputs:velocityCommand"),
+                ("odometry.outputs:execOut", "pub_odom.inputs:execIn"),
+                ("odometry.outputs:position", "pub_odom.inputs:position"),
+                ("odometry.outputs:orientation", "pub_odom.inputs:orientation"),
+                ("odometry.outputs:linearVelocity", "pub_odom.inputs:linearVelocity"),
+                ("odometry.outputs:angularVelocity", "pub_odom.inputs:angularVelocity"),
+                ("rp_lidar.outputs:execOut", "scan.inputs:execIn"),
+                ("rp_lidar.outputs:renderProductPath", "scan.inputs:renderProductPath"),
+                *[
+                    ("context.outputs:context", f"{n}.inputs:context")
+                    for n in ("twist", "pub_odom", "pub_js", "pub_clock", "scan")
+                ],
+                *[
+                    ("sim_time.outputs:simulationTime", f"{n}.inputs:timeStamp")
+                    for n in ("pub_odom", "pub_js", "pub_clock")
+                ],
+            ],
+        },
+    )
 
 
 def build_bridge_graph() -> None:
@@ -242,9 +343,17 @@ class Scene(Node):
         if SEED not in given:
             return SetParametersResult(successful=True)
         q = np.asarray(given.get(JOINT_POSITIONS) or [], np.float64)
+        base_pose = np.asarray(given.get(BASE_POSE) or [], np.float64)
         names = list(given.get(OBJECT_NAMES) or [])
         poses = np.asarray(given.get(OBJECT_POSES) or [], np.float64)
-        if q.size != self.robot.num_dof:
+        if BASE:
+            if base_pose.size != 7:
+                return SetParametersResult(successful=False, reason=f"{BASE_POSE}: 7 values")
+            self.robot.set_world_pose(position=base_pose[:3], orientation=base_pose[3:])
+            self.robot.set_linear_velocity(np.zeros(3))
+            self.robot.set_angular_velocity(np.zeros(3))
+            self.robot.set_joint_velocities(np.zeros(self.robot.num_dof))
+        elif q.size != self.robot.num_dof:
             return SetParametersResult(
                 successful=False,
                 reason=f"{JOINT_POSITIONS}: {q.size} values, the articulation has "
@@ -255,9 +364,10 @@ class Scene(Node):
                 successful=False,
                 reason=f"{OBJECT_POSES}: 7 values for each of {list(self.objects)}",
             )
-        self.robot.set_joint_positions(q)
-        self.robot.set_joint_velocities(np.zeros_like(q))
-        self.robot.apply_action(ArticulationAction(joint_positions=q))
+        if not BASE:
+            self.robot.set_joint_positions(q)
+            self.robot.set_joint_velocities(np.zeros_like(q))
+            self.robot.apply_action(ArticulationAction(joint_positions=q))
         for i, name in enumerate(names):
             obj = self.objects[name]
             obj.set_world_pose(
@@ -283,14 +393,16 @@ class Scene(Node):
 
 def main() -> None:
     world, robot, objects = build_world()
-    build_bridge_graph()
+    if BASE:
+        build_base_graph()
+    else:
+        build_bridge_graph()
     world.reset()
     rclpy.init()
     scene = Scene(world, robot, objects)
     dt = 1.0 / float(SIM["control_hz"])
-    print(
-        f"Isaac scene ready: {TOPICS['joint_states']} / {TOPICS['joint_command']}, node {scene.get_name()}"
-    )
+    command = TOPICS["cmd_vel"] if BASE else TOPICS["joint_command"]
+    print(f"Isaac scene ready: {TOPICS['joint_states']} / {command}, node {scene.get_name()}")
     world.play()
     next_t = time.monotonic()
     while simulation_app.is_running():

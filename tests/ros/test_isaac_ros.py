@@ -258,8 +258,7 @@ def test_the_scene_script_speaks_tethers_names():
     }
     for name in ("SEED", "JOINT_POSITIONS", "BASE_POSE", "OBJECT_NAMES", "OBJECT_POSES"):
         assert consts[name] == getattr(isaac, name), name
-    arm_topics = set(IsaacTopics.model_fields) - {"cmd_vel", "odom", "scan"}  # arms only
-    for key in arm_topics:
+    for key in IsaacTopics.model_fields:
         assert f'TOPICS["{key}"]' in source, key
     assert "SimulationApp(" in source.split("import numpy")[0]  # before any isaacsim import
 
