@@ -153,6 +153,8 @@ def test_a_vla_policy_server_waits_for_an_instruction_then_reports_it(repo, tmp_
         q0 = backend.observe()["state"].copy()
         try:
             assert spin_until(ex, lambda: bridge.io.runner.backend.sim_time >= 0.3, 30)
+            # the events are latched: on a loaded machine the probe may be matched late
+            assert spin_until(ex, lambda: any(e["event"] == "waiting" for e in events), 10)
             waiting = [e for e in events if e["event"] == "waiting"]
             assert len(waiting) == 1 and waiting[0]["holding"], events
             # held: the arm has not moved (the servos hold the commanded start)
