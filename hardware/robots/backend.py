@@ -33,6 +33,9 @@ class RobotBackend:
     (``spec.dt``) after the previous step, so an in-process loop runs at the control rate
     (a ROS timer at that rate makes the sleep ~0)."""
 
+    # a robot moves on the wall clock: a runner bridge ignores ros.rate_mode lockstep
+    realtime_only = True
+
     def __init__(
         self,
         robot: Robot,

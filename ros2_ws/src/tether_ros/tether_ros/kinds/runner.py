@@ -453,8 +453,9 @@ class RunnerBridge(EpisodeBridge):
         backend: SimBackend | None,
         topics: TopicsFactory,
     ) -> None:
+        # a world on the wall clock (hardware, Isaac Sim playing) steps in real time
         if getattr(backend, "realtime_only", False) and cfg.ros.rate_mode != "realtime":
-            node.get_logger().info(f"{cfg.world.type} plays in real time (ros.rate_mode ignored)")
+            node.get_logger().info(f"{cfg.world.type} runs in real time (ros.rate_mode ignored)")
             cfg = cfg.model_copy(
                 update={"ros": cfg.ros.model_copy(update={"rate_mode": "realtime"})}
             )

@@ -21,7 +21,8 @@ class HardwareRunnerBridge(RunnerBridge):
     """RunnerBridge over a Robot: ``robot`` (or the one ``hardware:`` names, built on
     ``node``) behind a RobotBackend, so joint_trajectory -> chunk validation ->
     SafetyFilter -> robot is the sim bridge's code. Time is the wall clock since the
-    episode's reset; always realtime (the bridge's timer paces the steps).
+    episode's reset; always realtime (RobotBackend.realtime_only: the bridge's timer paces
+    the steps).
 
     On close the safety filter's stale-command output goes out once more as the last
     command, whatever the policy last asked for (an arm holds the position it measures
@@ -36,11 +37,6 @@ class HardwareRunnerBridge(RunnerBridge):
         from tether.hardware.robots.factory import build_robot
 
         self._ready = False  # the robot connects while the node is built (timers may fire)
-        if cfg.ros.rate_mode != "realtime":
-            node.get_logger().info("hardware runs in realtime (ros.rate_mode ignored)")
-            cfg = cfg.model_copy(
-                update={"ros": cfg.ros.model_copy(update={"rate_mode": "realtime"})}
-            )
         assert cfg.hardware is not None
         robot = robot or build_robot(cfg.hardware, robot_spec(cfg), node)
         # pace=False: a sleep in the timer's callback would hold the executor (and the
