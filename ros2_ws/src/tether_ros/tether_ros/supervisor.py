@@ -130,12 +130,20 @@ class EpisodeSupervisor:
 
     def run_episode(self, record: bool = False) -> dict[str, Any]:
         """Start one episode and return its end status (success, steps, latency_ms, ...)."""
-        ends = self._ends()
+        starts, ends = self._of("start"), self._ends()
         self.frames = [] if record else self.frames
         self._recording = record
         self.cadence = None
         future = self.start.call_async(Trigger.Request())
-        self.spin_until(future.done, 30.0, "start_episode")
+        # the bridge's start event (reliable, latched) says the episode started as well as the
+        # response does, and the response can be lost: Fast DDS drops it ("failed to send
+        # response (timeout)") when the server has not yet matched this client's response
+        # reader, which service_is_ready does not wait for (a fresh graph's first call)
+        self.spin_until(
+            lambda: future.done() or len(self._of("start")) > len(starts), 30.0, "start_episode"
+        )
+        if not future.done():
+            self.start.remove_pending_request(future)
         limit = 60.0 + 20.0 * float(getattr(self.cfg.task, "max_duration_s", 10.0))
         self.spin_until(lambda: len(self._ends()) > len(ends), limit, "the episode to end")
         self._recording = False
@@ -145,7 +153,10 @@ class EpisodeSupervisor:
         return result
 
     def _ends(self) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("event") == "end"]
+        return self._of("end")
+
+    def _of(self, event: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == event]
 
     def close(self) -> None:
         self.node.destroy_node()
