@@ -43,10 +43,15 @@ class PPOConfig(BaseModel):
 
 
 class OffPolicyConfig(BaseModel):
-    """Off-policy: SAC with a high update-to-data ratio, n-step returns and LayerNorm
-    critics (ResFiT)."""
+    """Off-policy with a high update-to-data ratio, n-step returns and LayerNorm critics
+    (ResFiT): a deterministic TD3 actor with fixed Gaussian exploration and a critic burn-in
+    (ResFiT; Silver et al.'s Residual Policy Learning), or SAC."""
 
     model_config = ConfigDict(extra="forbid")
+    # td3: deterministic actor, Gaussian exploration noise of fixed std (action_noise),
+    # delayed actor updates, and the critic trained alone first (critic_warmup_steps);
+    # sac: a stochastic actor with an entropy bonus
+    learner: Literal["td3", "sac"] = "td3"
     # gradient updates per env step (update-to-data ratio)
     utd: int = Field(4, ge=1)
     n_step: int = Field(3, ge=1)
@@ -55,8 +60,9 @@ class OffPolicyConfig(BaseModel):
     lr: float = Field(3e-4, gt=0)
     gamma: float = Field(0.99, gt=0, le=1)
     tau: float = Field(0.005, gt=0, le=1)
-    # env steps of base-only rollouts (zero residual) put in the replay buffer before
-    # learning: ResFiT's buffer warm start with the base's own behaviour
+    # learner steps (transitions, each hold_steps control steps) of base rollouts put in
+    # the replay buffer before learning: ResFiT's buffer warm start with the base's own
+    # behaviour (zero residual; td3: plus its exploration noise)
     base_rollout_steps: int = Field(1000, ge=0)
     # entropy coefficient: "auto" tunes it (from init_ent_coef) towards target_entropy
     # per action element; fixed and small by default: on the reach case "auto" drove the
@@ -67,13 +73,65 @@ class OffPolicyConfig(BaseModel):
     init_std: float = Field(0.3, gt=0)
     target_entropy_per_dim: float = -2.0
     layer_norm: bool = True
+    # td3: std of the exploration noise added to the actor's output (in [-1, 1] units of
+    # the residual's bound), in training and in the warm-start rollouts
+    action_noise: float = Field(0.1, ge=0)
+    # td3: one actor (and target) update every policy_delay critic updates
+    policy_delay: int = Field(2, ge=1)
+    # td3: smoothing noise on the target actor's action (std, clip), [-1, 1] units
+    target_policy_noise: float = Field(0.1, ge=0)
+    target_noise_clip: float = Field(0.3, ge=0)
+    # td3: gradient steps of the critics alone on the warm-start buffer before the actor
+    # moves (an untrained critic's gradient walks the residual away from the base)
+    critic_warmup_steps: int = Field(0, ge=0)
+    # td3: weight of mean(residual^2) (in [-1, 1] units) in the actor's loss beside
+    # -Q / mean|Q| (TD3+BC's form, the base as the behaviour): keeps the actor where the
+    # critic has data
+    actor_l2: float = Field(0.0, ge=0)
+
+
+class GRPOConfig(BaseModel):
+    """On-policy with group-relative advantages (grpo.py): PPO's clipped update, no critic,
+    each episode's baseline the mean return of the episodes that share its seed."""
+
+    model_config = ConfigDict(extra="forbid")
+    # envs (and so episodes) per seed; divides n_envs
+    group_size: int = Field(8, ge=2)
+    # an update once this many episodes of complete groups are in
+    episodes_per_update: int = Field(32, ge=1)
+    epochs: int = Field(5, ge=1)
+    batch_size: int = Field(512, ge=8)
+    lr: float = Field(3e-4, gt=0)
+    clip_range: float = Field(0.2, gt=0)
+    max_grad_norm: float = Field(0.5, gt=0)
+    # initial exploration std of the pre-tanh residual (learned from there)
+    init_std: float = Field(0.15, gt=0)
+    # the exploration noise of consecutive decisions: AR(1) with this coefficient (0: a fresh
+    # draw each decision); 0.8 at 10 decisions/s keeps a push for about half a second, long
+    # enough to move an arm that filters out a 0.1 s jitter (docs/residual_rl.md)
+    noise_correlation: float = Field(0.0, ge=0, lt=1)
+    # explore only in one window of this many learner steps per episode, at the same place
+    # for every episode of a group (drawn per group); elsewhere the policy's mean acts. The
+    # episodes of a group then share their course up to the window (same seed, same
+    # deterministic mean), and what differs in their outcomes comes from that window alone
+    # (TRPO's "vine" rollouts without restoring simulator states). None: every step explores
+    explore_window: int | None = Field(None, ge=1)
+    # divide the advantages by their std over the update's steps; off by default: the
+    # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
+    # turns one group's chance difference into a full-size update (Dr. GRPO)
+    normalize_advantage: bool = False
+    # stop an update's epochs once the approximate KL exceeds 1.5 x this (None: all epochs)
+    target_kl: float | None = Field(0.02, gt=0)
 
 
 class FinetuneConfig(ComponentConfig):
     """`tether finetune`: a per-step residual on a frozen base policy (docs/residual_rl.md)."""
 
     type: Literal["residual"] = "residual"
-    algorithm: Literal["ppo", "offpolicy"] = "ppo"
+    # ppo: stable-baselines3 PPO (ResiP); offpolicy: TD3 / SAC with a high update-to-data
+    # ratio (ResFiT); grpo: PPO's update with group-relative advantages (episodes that share a
+    # seed are each other's baseline; grpo.py)
+    algorithm: Literal["ppo", "offpolicy", "grpo"] = "ppo"
     # the frozen base: an exported model folder (model.onnx + model.json); None: the
     # experiment's policy: section (any registered policy)
     base_model: Path | None = None
@@ -141,6 +199,7 @@ class FinetuneConfig(ComponentConfig):
     threads: int = Field(1, ge=1)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     offpolicy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
 
 
 class ResidualOnnxConfig(ComponentConfig):

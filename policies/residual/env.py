@@ -125,6 +125,8 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         self.base_action = np.zeros(dim)
         self.executor = BaseExecutor(self.base, fcfg.base_replan)
         self.steps = 0
+        # the seed of the next reset that is given none (an auto-reset), set by a learner
+        self.next_seed: int | None = None
         self.obs_dim = int(self.raw_features().shape[0])
         space_dim = self.obs_dim + dim
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (space_dim,), np.float32)
@@ -153,7 +155,10 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """``seed`` goes to the backend as is; without one, drawn from the env's generator."""
+        """``seed`` goes to the backend as is; without one, ``next_seed`` if a learner set
+        it (grpo.py queues each env's next episode), else drawn from the env's generator."""
+        if seed is None and self.next_seed is not None:
+            seed, self.next_seed = self.next_seed, None
         super().reset(seed=seed)
         episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
         self.obs = self.backend.reset(episode_seed)

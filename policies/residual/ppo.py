@@ -81,3 +81,7 @@ def extra_tensors(algo: Any) -> dict[str, torch.Tensor]:
 
 def load_extra(algo: Any, tensors: dict[str, torch.Tensor]) -> None:
     return None
+
+
+# the trainer's entry point (trainer._algo)
+make = make_ppo

@@ -118,10 +118,16 @@ def evaluate(
 
 
 def _algo(name: str) -> Any:
+    """The learner's module: make(venv, fcfg, model), actor_to_model, optimizers,
+    extra_tensors, load_extra."""
     if name == "ppo":
         from tether.policies.residual import ppo
 
         return ppo
+    if name == "grpo":
+        from tether.policies.residual import grpo
+
+        return grpo
     from tether.policies.residual import offpolicy
 
     return offpolicy
@@ -162,7 +168,9 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     torch.set_num_threads(fcfg.threads)
     torch.manual_seed(fcfg.seed)
     mod = _algo(fcfg.algorithm)
-    squash = fcfg.algorithm == "ppo"
+    # on-policy learners explore with a Gaussian on the pre-tanh residual (the env squashes);
+    # the off-policy actors squash themselves
+    squash = fcfg.algorithm != "offpolicy"
     prev: dict[str, Any] = {}
     eval_env = ResidualEnv(cfg, fcfg, None, squash=squash)
     if resume:
@@ -198,7 +206,9 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     venv = make_venv(cfg, fcfg, norm, squash=squash)
     try:
         venv.seed(fcfg.seed + int(state.get("env_steps", 0)))
-        algo = mod.make_ppo(venv, fcfg, model) if squash else mod.make_sac(venv, fcfg, model)
+        algo = mod.make(venv, fcfg, model)
+        if hasattr(algo, "seed_base"):  # grpo: new scenes after a resume
+            algo.seed_base = fcfg.seed + int(state.get("env_steps", 0))
     except BaseException:
         venv.close()
         raise
@@ -207,9 +217,17 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     done_before = int(state.get("env_steps", 0))
     wall_before = float(state.get("wall_s", 0.0))
     warm = 0
-    if not squash and not resume:
-        warm = mod.warm_start(algo, venv, fcfg.offpolicy.base_rollout_steps)
     progress = Progress(f"finetune {cfg.name} {fcfg.algorithm}")
+    if not squash and not resume:
+        o = fcfg.offpolicy
+        noise = o.action_noise if o.learner == "td3" else 0.0
+        warm = mod.warm_start(algo, venv, o.base_rollout_steps, noise)
+        if o.learner == "td3" and o.critic_warmup_steps:
+            progress.show(
+                f"{warm} control steps of base rollouts in the buffer | critic burn-in: "
+                f"{o.critic_warmup_steps} gradient steps"
+            )
+            mod.critic_warmup(algo, o.critic_warmup_steps)
     start = time.perf_counter()
     experiment = dump_config(cfg)
     solved: dict[str, float] | None = state.get("solved")
@@ -295,9 +313,10 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
                 self.status_at, self.status_steps = time.perf_counter(), self.control
                 recent = self.outcomes[-50:]
                 won = f"{np.mean(recent):.0%} of the last {len(recent)}" if recent else "-"
+                extra = f" | {algo.status()}" if hasattr(algo, "status") else ""
                 progress.show(
                     f"{n:>8d} steps | {wall:6.0f} s | {rate:5.0f} steps/s | train success "
-                    f"{won} | next eval at {env_steps(self.next_eval)}"
+                    f"{won} | next eval at {env_steps(self.next_eval)}{extra}"
                 )
             if solved is not None:
                 return False

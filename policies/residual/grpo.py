@@ -1,0 +1,303 @@
+"""On-policy residual learning with group-relative advantages (GRPO): PPO's clipped update
+without a critic, the baseline of each episode being the other episodes of its own seed.
+
+Why by hand: a simulator resets to exactly the same scene from the same seed, and the base
+is deterministic, so episodes that share a seed differ only by the residual's exploration
+noise. Comparing an episode's sparse return with the mean of its group's (DeepSeekMath's
+GRPO; SimpleVLA-RL and RLinf-VLA fine-tune VLAs this way on binary success) removes the
+largest part of the variance a learned critic has to explain from the scene alone: on
+peg-in-hole the base succeeds or fails mostly by the layout, and a value network that has
+not learnt the layout yet turns that into advantage noise (docs/residual_rl.md). A group
+where every episode succeeds, or every one fails, says nothing about the noise and is
+skipped (DAPO's dynamic sampling). Stable-baselines3 has no grouped rollouts, so the
+rollout bookkeeping and the update (about a hundred lines) are here; the vectorised envs
+(inline, local workers, Ray), the residual network and the checkpoints are shared with PPO
+and the off-policy learner.
+
+Groups: a group is ``group_size`` episodes of one seed. Each env always has its next
+episode queued (the env's ``next_seed``, which its auto-reset takes), drawn from the oldest
+group still short of episodes, so an env runs on as soon as its episode ends and a group's
+episodes run close together in time whatever their lengths. An update runs once
+``episodes_per_update`` episodes of complete groups are in; episodes still running carry on
+with the updated policy, their steps keep the log-probabilities they were taken with (PPO's
+ratio corrects for it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tether.policies.residual.config import FinetuneConfig
+from tether.policies.residual.model import ResidualMLP
+
+
+class GaussianResidual(nn.Module):
+    """The learner's policy: mean = the residual network's pre-tanh output (it *is*
+    ``model.net``, shared, so the residual model is always the current mean), a learned
+    state-independent log-std per element. The env applies tanh and the bound."""
+
+    def __init__(self, model: ResidualMLP, init_std: float) -> None:
+        super().__init__()
+        self.net = model.net
+        self.log_std = nn.Parameter(torch.full((model.out_dim,), math.log(init_std)))
+
+    def distribution(self, x: torch.Tensor) -> torch.distributions.Normal:
+        return torch.distributions.Normal(self.net(x), self.log_std.exp().expand(x.shape[0], -1))
+
+
+class _Episode:
+    __slots__ = ("obs", "actions", "logp", "ret", "window")
+
+    def __init__(self, window: tuple[int, int] | None = None) -> None:
+        self.obs: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.logp: list[float] = []
+        self.ret = 0.0
+        # learner steps [start, end) that explore (None: all of them)
+        self.window = window
+
+    def explores(self, t: int) -> bool:
+        return self.window is None or self.window[0] <= t < self.window[1]
+
+
+class _Group:
+    """Episodes that share a seed (and an exploration window)."""
+
+    def __init__(self, seed: int, size: int, window: tuple[int, int] | None) -> None:
+        self.seed, self.size, self.window = seed, size, window
+        self.unassigned = size
+        self.done: list[_Episode] = []
+
+
+class _Slot:
+    """One episode of a group, as an env runs it."""
+
+    def __init__(self, group: _Group) -> None:
+        self.group = group
+        self.episode = _Episode(group.window)
+
+
+class GroupPPO:
+    """What the trainer needs of an SB3 algorithm: ``learn(total_timesteps, callback)``
+    (the callback sees ``dones`` and ``infos`` of every vector step), ``policy``,
+    ``num_timesteps``."""
+
+    def __init__(self, venv: Any, fcfg: FinetuneConfig, model: ResidualMLP) -> None:
+        g = fcfg.grpo
+        self.venv = venv
+        self.cfg = g
+        self.policy = GaussianResidual(model, g.init_std)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=g.lr)
+        self.num_timesteps = 0
+        # seeds of the lanes' first episodes (the trainer sets it from finetune.seed and
+        # the steps already taken, so a resumed run draws new scenes)
+        self.seed_base = fcfg.seed
+        self.hold_steps = fcfg.hold_steps
+        self.generator = torch.Generator().manual_seed(fcfg.seed)
+        self.logger: Any = None
+        self._noise: torch.Tensor | None = None
+        # learner steps in the longest episode (set by learn from the envs)
+        self.horizon = 1
+        self._rng = np.random.default_rng(fcfg.seed)
+        self._filling: list[_Group] = []
+        # per update: groups used (mixed outcomes), groups skipped, approx KL, epochs run
+        self.updates: list[dict[str, float]] = []
+        self._reported = 0
+
+    def get_env(self) -> Any:
+        return self.venv
+
+    def status(self) -> str:
+        """The updates since the last call, for the progress line: groups with a signal,
+        KL and epochs per update, exploration std."""
+        recent, self._reported = self.updates[self._reported :], len(self.updates)
+        std = float(self.policy.log_std.exp().mean())
+        if not recent:
+            return f"std {std:.3f}"
+        mixed = sum(u["mixed"] for u in recent)
+        groups = sum(u["groups"] for u in recent)
+        kl = np.mean([u["kl"] for u in recent if u["mixed"]] or [0.0])
+        epochs = np.mean([u["epochs"] for u in recent if u["mixed"]] or [0.0])
+        return (
+            f"{len(recent)} updates, groups with a signal {mixed:.0f}/{groups:.0f}, "
+            f"kl {kl:.3f}, epochs {epochs:.1f}, std {std:.3f}"
+        )
+
+    # ---- rollouts ---------------------------------------------------------------------
+    def _window(self) -> tuple[int, int] | None:
+        """The learner steps where a new group's episodes explore: one window of
+        ``explore_window`` steps, at the same place for the whole group, or None (every
+        step explores)."""
+        w = self.cfg.explore_window
+        if not w:
+            return None
+        start = int(self._rng.integers(0, max(1, self.horizon - w + 1)))
+        return start, start + w
+
+    def _act(
+        self, obs: np.ndarray, fresh: np.ndarray, explore: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Actions (N, D) and their log-probabilities under the current policy: the mean
+        where not ``explore``, else mean + std x noise. The noise of each env is an AR(1)
+        process per element with coefficient ``noise_correlation`` and unit variance (so
+        each action is still the policy's Gaussian at the margin), drawn afresh where
+        ``fresh`` (a new episode)."""
+        rho = self.cfg.noise_correlation
+        with torch.no_grad():
+            x = torch.as_tensor(obs, dtype=torch.float32)
+            dist = self.policy.distribution(x)
+            draw = torch.randn(dist.mean.shape, generator=self.generator)
+            if self._noise is None or rho == 0:
+                self._noise = draw
+            else:
+                carried = rho * self._noise + math.sqrt(1 - rho * rho) * draw
+                self._noise = torch.where(torch.as_tensor(fresh)[:, None], draw, carried)
+            mask = torch.as_tensor(explore, dtype=torch.float32)[:, None]
+            a = dist.mean + dist.stddev * self._noise * mask
+            return a.numpy(), dist.log_prob(a).sum(-1).numpy()
+
+    def _assign(self) -> _Slot:
+        """The next episode to run: a free place in the oldest group still filling, else
+        a new group (a fresh seed and, with explore_window, its window)."""
+        for grp in self._filling:
+            if grp.unassigned:
+                grp.unassigned -= 1
+                return _Slot(grp)
+        grp = _Group(int(self._rng.integers(0, 2**31 - 1)), self.cfg.group_size, self._window())
+        self._filling.append(grp)
+        grp.unassigned -= 1
+        return _Slot(grp)
+
+    def learn(self, total_timesteps: int, callback: Any, reset_num_timesteps: bool = True) -> Any:
+        from stable_baselines3.common.logger import configure
+
+        self.logger = configure(None, [])
+        n = self.venv.num_envs
+        self._rng = np.random.default_rng(self.seed_base)
+        self.horizon = max(1, int(self.venv.get_attr("max_steps", [0])[0]) // self.hold_steps)
+        # each env runs its current episode and has the next one queued (next_seed, what
+        # ResidualEnv's auto-reset takes), so a group's episodes run close together in time
+        # whatever their lengths, and a finished group waits for no env far behind
+        current = [self._assign() for _ in range(n)]
+        queued = [self._assign() for _ in range(n)]
+        # SB3's VecEnv keeps the seeds of the next reset in _seeds (what seed() sets)
+        self.venv._seeds = [slot.group.seed for slot in current]
+        obs = self.venv.reset()
+        for i, slot in enumerate(queued):
+            self.venv.set_attr("next_seed", slot.group.seed, [i])
+        callback.init_callback(self)
+        callback.on_training_start(locals(), globals())
+        fresh = np.ones(n, bool)
+        complete: list[list[_Episode]] = []
+        while self.num_timesteps < total_timesteps:
+            explore = np.array([slot.episode.explores(len(slot.episode.obs)) for slot in current])
+            actions, logp = self._act(obs, fresh, explore)
+            new_obs, rewards, dones, infos = self.venv.step(actions)
+            fresh = np.asarray(dones, bool)
+            self.num_timesteps += n
+            for i in range(n):
+                ep = current[i].episode
+                ep.obs.append(obs[i])
+                ep.actions.append(actions[i])
+                ep.logp.append(float(logp[i]))
+                ep.ret += float(rewards[i])
+                if dones[i]:
+                    grp = current[i].group
+                    grp.done.append(ep)
+                    if len(grp.done) == grp.size:
+                        self._filling.remove(grp)
+                        complete.append(grp.done)
+                    current[i], queued[i] = queued[i], self._assign()
+                    self.venv.set_attr("next_seed", queued[i].group.seed, [i])
+            obs = new_obs
+            callback.update_locals({"dones": dones, "infos": infos})
+            if not callback.on_step():
+                break
+            if sum(len(grp) for grp in complete) >= self.cfg.episodes_per_update:
+                self._update(complete)
+                complete = []
+        callback.on_training_end()
+        return self
+
+    # ---- update -----------------------------------------------------------------------
+    def _update(self, complete: list[list[_Episode]]) -> None:
+        c = self.cfg
+        obs, actions, logp, adv, weight = [], [], [], [], []
+        used = 0
+        for grp in complete:
+            returns = np.array([ep.ret for ep in grp])
+            if np.ptp(returns) == 0:  # every episode alike: no signal about the noise
+                continue
+            used += 1
+            for ep, a in zip(grp, returns - returns.mean(), strict=True):
+                # only the steps that explored: elsewhere the action is the mean, which
+                # says nothing about which way to move it
+                steps = [t for t in range(len(ep.obs)) if ep.explores(t)]
+                obs += [ep.obs[t] for t in steps]
+                actions += [ep.actions[t] for t in steps]
+                logp += [ep.logp[t] for t in steps]
+                adv += [a] * len(steps)
+                # each episode weighs the same however long it ran (a failing episode runs
+                # to the time limit, a successful one ends early)
+                weight += [1.0 / max(1, len(steps))] * len(steps)
+        record = {"groups": float(len(complete)), "mixed": float(used), "kl": 0.0, "epochs": 0.0}
+        self.updates.append(record)
+        if not obs:
+            return
+        x = torch.as_tensor(np.stack(obs), dtype=torch.float32)
+        a = torch.as_tensor(np.stack(actions), dtype=torch.float32)
+        old = torch.as_tensor(np.array(logp), dtype=torch.float32)
+        advantage = torch.as_tensor(np.array(adv), dtype=torch.float32)
+        w = torch.as_tensor(np.array(weight), dtype=torch.float32)
+        if c.normalize_advantage:
+            advantage = advantage / (advantage.std() + 1e-8)
+        count = x.shape[0]
+        for epoch in range(c.epochs):
+            order = torch.randperm(count, generator=self.generator)
+            for start in range(0, count, c.batch_size):
+                idx = order[start : start + c.batch_size]
+                new = self.policy.distribution(x[idx]).log_prob(a[idx]).sum(-1)
+                log_ratio = new - old[idx]
+                ratio = log_ratio.exp()
+                with torch.no_grad():  # the estimator SB3's PPO stops on, before the step
+                    kl = float(((ratio - 1) - log_ratio).mean())
+                record["kl"], record["epochs"] = kl, float(epoch + start / count)
+                if c.target_kl is not None and kl > 1.5 * c.target_kl:
+                    return
+                clipped = ratio.clamp(1 - c.clip_range, 1 + c.clip_range)
+                gain = torch.min(ratio * advantage[idx], clipped * advantage[idx])
+                loss = -(w[idx] * gain).sum() / w[idx].sum()
+                self.optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+                self.optimizer.step()
+            record["epochs"] = float(epoch + 1)
+
+
+def make(venv: Any, fcfg: FinetuneConfig, model: ResidualMLP) -> GroupPPO:
+    """The group-relative learner on ``venv`` whose mean starts as ``model``."""
+    return GroupPPO(venv, fcfg, model)
+
+
+def actor_to_model(algo: GroupPPO, model: ResidualMLP) -> ResidualMLP:
+    """The learner's mean is ``model.net`` itself (shared): nothing to copy."""
+    if algo.policy.net is not model.net:
+        model.net.load_state_dict(algo.policy.net.state_dict())
+    return model
+
+
+def optimizers(algo: GroupPPO) -> dict[str, torch.optim.Optimizer]:
+    return {"policy": algo.optimizer}
+
+
+def extra_tensors(algo: GroupPPO) -> dict[str, torch.Tensor]:
+    return {}
+
+
+def load_extra(algo: GroupPPO, tensors: dict[str, torch.Tensor]) -> None:
+    return None
