@@ -26,6 +26,7 @@ ratio corrects for it).
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,8 @@ class GroupPPO:
         self.horizon = 1
         self._rng = np.random.default_rng(fcfg.seed)
         self._filling: list[_Group] = []
+        # learner steps of the latest episodes
+        self._lengths: deque[int] = deque(maxlen=200)
         # per update: groups used (mixed outcomes), groups skipped, approx KL, epochs run
         self.updates: list[dict[str, float]] = []
         self._reported = 0
@@ -136,7 +139,12 @@ class GroupPPO:
         w = self.cfg.explore_window
         if not w:
             return None
-        start = int(self._rng.integers(0, max(1, self.horizon - w + 1)))
+        # where episodes still run: the limit at first, then the 75th percentile of recent
+        # lengths (an episode that succeeds early has no steps for a later window)
+        horizon = self.horizon
+        if len(self._lengths) >= 20:
+            horizon = min(horizon, int(np.percentile(self._lengths, 75)))
+        start = int(self._rng.integers(0, max(1, horizon - w + 1)))
         return start, start + w
 
     def _act(
@@ -207,6 +215,7 @@ class GroupPPO:
                 ep.logp.append(float(logp[i]))
                 ep.ret += float(rewards[i])
                 if dones[i]:
+                    self._lengths.append(len(ep.obs))
                     grp = current[i].group
                     grp.done.append(ep)
                     if len(grp.done) == grp.size:

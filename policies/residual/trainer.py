@@ -39,6 +39,9 @@ from tether.policies.residual.workers import make_venv
 STATS_SEED = 50_000
 # a status line between evaluations this often (s)
 STATUS_EVERY_S = 10.0
+# the sub-folder with the checkpoint of the best evaluation so far (sparse-reward runs
+# swing between evaluations; `tether export CKPT/best` exports it)
+BEST = "best"
 
 
 def plot_curve(
@@ -115,6 +118,15 @@ def evaluate(
     if distances:
         out["final_distance_m"] = float(np.mean(distances))
     return out
+
+
+def limit_training_episodes(venv: Any, fcfg: FinetuneConfig, eval_env: ResidualEnv) -> None:
+    """``finetune.train_episode_s``: the training envs' time limit (control steps), never
+    above the task's; the evaluation env keeps the task's."""
+    if fcfg.train_episode_s is None:
+        return
+    limit = max(1, round(fcfg.train_episode_s * eval_env.robot_spec.control_hz))
+    venv.set_attr("max_steps", min(limit, eval_env.max_steps))
 
 
 def _algo(name: str) -> Any:
@@ -205,6 +217,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     # finetune.workers: inline (DummyVecEnv), local processes or Ray actors (workers.py)
     venv = make_venv(cfg, fcfg, norm, squash=squash)
     try:
+        limit_training_episodes(venv, fcfg, eval_env)
         venv.seed(fcfg.seed + int(state.get("env_steps", 0)))
         algo = mod.make(venv, fcfg, model)
         if hasattr(algo, "seed_base"):  # grpo: new scenes after a resume
@@ -240,7 +253,9 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
         """Control steps so far, given the ``taken`` by this run's learner."""
         return done_before + stats_steps + warm + taken
 
-    def checkpoint(control: int, result: dict[str, Any] | None = None) -> None:
+    def checkpoint(
+        control: int, result: dict[str, Any] | None = None, folder: Path | None = None
+    ) -> None:
         tensors, groups = _learner_tensors(algo, mod)
         mod.actor_to_model(algo, model)
         contract = {
@@ -267,7 +282,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             },
             "result": result,
         }
-        save_checkpoint(out, model, contract, tensors)
+        save_checkpoint(folder or out, model, contract, tensors)
 
     class Monitor(BaseCallback):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -296,10 +311,12 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
                 mod.actor_to_model(algo, model)
                 res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed)
                 evals.append([n, wall, res["success_rate"], res.get("final_distance_m", -1.0)])
-                best = max(best, res["success_rate"])
                 if solved is None and res["success_rate"] >= fcfg.success_target:
                     solved = {"env_steps": n, "wall_s": wall}
                 checkpoint(self.control)
+                if res["success_rate"] > best:  # the best evaluation's residual, kept aside
+                    checkpoint(self.control, folder=out / BEST)
+                best = max(best, res["success_rate"])
                 dist = res.get("final_distance_m")
                 extra = f" | final distance {dist * 100:.1f} cm" if dist is not None else ""
                 progress.show(
@@ -348,6 +365,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
         "last_eval_success": last[2] if last else None,
         "last_eval_final_distance_m": last[3] if last and last[3] >= 0 else None,
         "best_eval_success": best,
+        "best_checkpoint": str(out / BEST) if (out / BEST).is_dir() else None,
         "solved_at": solved,
         "checkpoint": str(out),
     }

@@ -320,6 +320,27 @@ def test_offpolicy_is_resfit_shaped() -> None:
 
 
 @mujoco
+def test_training_episodes_can_end_before_the_tasks_limit() -> None:
+    """finetune.train_episode_s truncates the training envs' episodes (0.5 s: 50 control
+    steps at 100 Hz) and leaves the evaluation env at the task's 2 s."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from tether.policies.residual.trainer import limit_training_episodes
+
+    cfg, env = _env(["finetune.train_episode_s=0.5"])
+    _, eval_env = _env(["finetune.train_episode_s=0.5"])
+    venv = DummyVecEnv([lambda: env])
+    limit_training_episodes(venv, cfg.finetune, eval_env)
+    venv.reset()
+    steps, done = 0, False
+    while not done:
+        _, _, dones, infos = venv.step(np.zeros((1, env.space.dim), np.float32))
+        steps, done = steps + 1, bool(dones[0])
+    assert steps == 50 and infos[0]["TimeLimit.truncated"]
+    assert eval_env.max_steps == 200
+
+
+@mujoco
 def test_td3_is_resfit_shaped_and_the_critic_burns_in_alone() -> None:
     """The default off-policy learner: TD3 with LayerNorm critics, n-step returns, the
     actor (and its target) starting at the zero residual; the warm start stores the base
@@ -472,6 +493,9 @@ def test_grpo_residual_removes_a_known_bias_with_sparse_reward(tmp_path: Path) -
     assert result["env_steps"] <= 100000 + 1000
     assert result["base_success"] <= 0.1
     assert result["last_eval_success"] >= 0.7
+    # the best evaluation's residual is kept aside (sparse-reward evaluations swing)
+    best = json.loads((tmp_path / "best" / "contract.json").read_text())
+    assert best["train_state"]["evals"][-1][2] == result["best_eval_success"]
 
 
 @mujoco
