@@ -108,12 +108,28 @@ def evaluate(model: Path, episodes: int, ros: bool) -> dict[str, Any]:
 # of the hole's axis, the peg's horizontal error times GAIN (held for hold_steps control
 # steps, a gain above 1 oscillates)
 CARRY_Z, PUSH_DOWN, NEAR, GAIN = 0.105, 0.003, 0.015, 0.8
+# the same residual with one half off, a gain of 3, and other holds (hold 1 = every step)
+CEILING_VARIANTS: list[dict[str, Any]] = [
+    {"gain": 0.0, "push_down": 0.0},
+    {"gain": 3.0, "push_down": 0.0, "hold": 1},
+    {"gain": 0.0},
+    {"gain": 3.0, "hold": 1},
+    {"gain": 3.0},
+    {"hold": 1},
+    {"hold": 50},
+]
 
 
-def scripted_residual(episodes: int) -> dict[str, Any]:
+def scripted_residual(
+    episodes: int,
+    gain: float = GAIN,
+    push_down: float = PUSH_DOWN,
+    hold: int | None = None,
+) -> dict[str, Any]:
     """Success of the base + the hand-written residual above on seeds 1000 on, through the
-    training env (the base model, the safety filter, the residual's space, bound and hold
-    of the shipped residual's experiment)."""
+    training env (the base model, the safety filter, the residual's space and bound of the
+    shipped residual's experiment; its hold unless ``hold`` is given). ``gain`` 0 turns the
+    centring off, ``push_down`` 0 the push down."""
     import numpy as np
 
     from tether.core.config import load_config
@@ -122,40 +138,64 @@ def scripted_residual(episodes: int) -> dict[str, Any]:
     cfg = load_config(REPO / "configs/experiments/panda_insert_residual.yaml", [])
     env = ResidualEnv(cfg, cfg.finetune, None)
     task, sim = env.task, env.backend
+    hold = hold or env.fcfg.hold_steps
     t0 = time.monotonic()
-    failed = []
+    failed, anatomy = [], []
     for seed in range(SEED, SEED + episodes):
         env.reset(seed=seed)
         done, success, step = False, False, 0
+        # the peg's highest centre (m); its closest to the hole's axis once down at the hole
+        top, closest = 0.0, np.inf
         residual = np.zeros(env.space.dim)
         while not done:
-            if step % env.fcfg.hold_steps == 0:
+            if step % hold == 0:
                 residual = np.zeros(env.space.dim)
                 error = sim.body_pose("hole")[0][:2] - task.peg_bottom(sim)[:2]
                 near = np.linalg.norm(error) < NEAR
                 if near and task.insertion(sim) > -0.02:
-                    residual[:2] = GAIN * error
+                    residual[:2] = gain * error
                 if not near and sim.body_pose("peg")[0][2] > CARRY_Z:
-                    residual[2] = -PUSH_DOWN
+                    residual[2] = -push_down
                 residual = np.clip(residual, -env.space.limit, env.space.limit)
             _, _, term, trunc, info = env.step_residual(env.joint_residual(residual))
             success = success or bool(info["is_success"])
             done = term or trunc
             step += 1
+            top = max(top, float(sim.body_pose("peg")[0][2]))
+            if task.insertion(sim) > -0.02:  # the peg's bottom within 2 cm above the hole
+                off = sim.body_pose("hole")[0][:2] - task.peg_bottom(sim)[:2]
+                closest = min(closest, float(np.linalg.norm(off)))
         if not success:
             failed.append(seed)
+            anatomy.append({"seed": seed, "peg_top_m": round(top, 3), "closest_m": closest})
     env.close()
+    never = [a for a in anatomy if a["closest_m"] >= NEAR]
     return {
         "what": "base + a hand-written residual with the true peg and hole poses (the ceiling "
-        f"of a learned one): {PUSH_DOWN * 1000:.0f} mm down above {CARRY_Z} m away from the "
-        f"hole, gain {GAIN} on the peg's horizontal error within {NEAR * 100:.1f} cm of it, "
-        "in the shipped residual's tcp space, bound and hold",
+        f"of a learned one): {push_down * 1000:.0f} mm down above {CARRY_Z} m away from the "
+        f"hole, gain {gain} on the peg's horizontal error within {NEAR * 100:.1f} cm of it, "
+        f"held {hold} control steps, in the shipped residual's tcp space and bound",
+        "gain": gain,
+        "push_down_m": push_down,
+        "hold_steps": hold,
         "mode": "in_process",
         "episodes": episodes,
         "seeds": [SEED, SEED + episodes - 1],
         "successes": episodes - len(failed),
         "success_rate": (episodes - len(failed)) / episodes,
         "failed_seeds": failed,
+        # the failures: the peg never down within NEAR of the hole's axis (and how high it
+        # went), or there and not in (on the rim)
+        "failures_never_near_hole": len(never),
+        "failures_never_near_peg_top_m": [
+            min((a["peg_top_m"] for a in never), default=None),
+            max((a["peg_top_m"] for a in never), default=None),
+        ],
+        "failures_near_not_in": len(anatomy) - len(never),
+        "failures": [
+            {**a, "closest_m": round(a["closest_m"], 4) if np.isfinite(a["closest_m"]) else None}
+            for a in anatomy
+        ],
         "wall_s": round(time.monotonic() - t0, 1),
     }
 
@@ -164,6 +204,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--episodes", type=int, default=100, help="in-process episodes per model")
     ap.add_argument("--ros-episodes", type=int, default=20, help="episodes over ROS 2")
+    ap.add_argument(
+        "--ceiling-episodes", type=int, default=40, help="episodes per hand-written variant"
+    )
     args = ap.parse_args()
     cases = []
     for model in (BASE, RESIDUAL):
@@ -174,6 +217,12 @@ def main() -> int:
         print(f"{RESIDUAL.name} over ROS 2: {cases[-1]['successes']}/{args.ros_episodes}")
     ceiling = scripted_residual(args.episodes)
     print(f"base + hand-written residual in-process: {ceiling['successes']}/{args.episodes}")
+    # which half of the correction matters, and how holding it limits the gain
+    variants = []
+    for kw in CEILING_VARIANTS:
+        variants.append(scripted_residual(args.ceiling_episodes, **kw))
+        v = variants[-1]
+        print(f"  ceiling variant {kw}: {v['successes']}/{v['episodes']}", flush=True)
     latency = measure(RESIDUAL, steps=400)
     meta = json.loads((RESIDUAL / "model.json").read_text())
     write_result(
@@ -184,6 +233,7 @@ def main() -> int:
             "task": meta["experiment"]["task"],
             "cases": cases,
             "scripted_residual": ceiling,
+            "scripted_residual_variants": variants,
             "training": training_runs(RESIDUAL),
             "latency_ms": latency,
         },

@@ -223,6 +223,15 @@ def residual_rl_table(d: dict) -> list[str]:
             f"({c['seeds'][0]}-{c['seeds'][1]}) | {c['successes']}/{c['episodes']} "
             f"({100 * c['success_rate']:.0f} %) |"
         )
+    ceiling = d.get("scripted_residual")
+    if ceiling:
+        rows.append(
+            f"| ceiling: base + a hand-written residual with the true poses, same space, bound "
+            f"and hold | {ceiling['mode'].replace('_', '-')} | {ceiling['episodes']} "
+            f"({ceiling['seeds'][0]}-{ceiling['seeds'][1]}) | "
+            f"{ceiling['successes']}/{ceiling['episodes']} "
+            f"({100 * ceiling['success_rate']:.0f} %) |"
+        )
     earlier = [r for r in d["training"] if not r.get("on_shipped_base", True)]
     rows += [
         "",
