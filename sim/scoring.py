@@ -20,12 +20,21 @@ def arm_observation(
     stamped with ``sim.sim_time``."""
     env = [np.concatenate(sim.body_pose(name)) for name in objects]
     pos, quat = sim.ee_pose()
-    data = {
-        "state": np.asarray(state, np.float32),
-        "velocity": np.asarray(velocity, np.float32),
-        "env_state": (np.concatenate(env) if env else np.zeros(0)).astype(np.float32),
-        "ee_pose": np.concatenate([pos, quat]).astype(np.float32),
-    }
+    return assemble_arm_observation(
+        sim,
+        {
+            "state": np.asarray(state, np.float32),
+            "velocity": np.asarray(velocity, np.float32),
+            "env_state": (np.concatenate(env) if env else np.zeros(0)).astype(np.float32),
+            "ee_pose": np.concatenate([pos, quat]).astype(np.float32),
+        },
+    )
+
+
+def assemble_arm_observation(sim: Any, data: dict[str, np.ndarray]) -> Observation:
+    """``data`` (the four float32 arrays of :func:`arm_observation`, fresh: the caller keeps
+    no reference) plus the cameras, the instruction and the stamp: for a backend that reads
+    its state faster than through ``body_pose`` / ``ee_pose``."""
     if sim.cfg.render_in_obs:
         for cam in sim.spec.cameras:
             data[IMAGE_PREFIX + cam.name] = sim.render(cam.name)
@@ -36,10 +45,19 @@ def arm_observation(
 
 def score_step(sim: Any, obs: Observation, max_duration_s: float | None) -> StepResult:
     """StepResult for ``obs`` after a step: reward and success from ``sim.task`` (if any),
-    truncated once ``sim.sim_time`` reaches the task's time limit."""
+    truncated once ``sim.sim_time`` reaches the task's time limit.
+
+    A task with ``score(sim) -> (reward, success)`` gives both from one pass over the state
+    (what its ``reward`` and ``success`` return, computed once: the step's hot path)."""
     reward, success = 0.0, False
-    if sim.task is not None:
-        reward = float(sim.task.reward(sim))
-        success = bool(sim.task.success(sim))
+    task = sim.task
+    if task is not None:
+        score = getattr(task, "score", None)
+        if score is not None:
+            r, s = score(sim)
+            reward, success = float(r), bool(s)
+        else:
+            reward = float(task.reward(sim))
+            success = bool(task.success(sim))
     truncated = max_duration_s is not None and sim.sim_time >= max_duration_s - 1e-9
     return StepResult(obs, reward, success, bool(truncated), {"is_success": success})

@@ -20,7 +20,7 @@ from tether.core.robot import ArmDescription, RobotDescription
 from tether.core.types import Observation, StepResult
 from tether.sim.mujoco.config_mujoco import MujocoConfig
 from tether.sim.scene import TASK_BODIES, shape_volume, task_bodies
-from tether.sim.scoring import arm_observation, score_step
+from tether.sim.scoring import assemble_arm_observation, score_step
 
 # Headless machines have no X display: render through EGL unless the user chose a backend.
 if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
@@ -30,6 +30,14 @@ try:
     import mujoco
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("mujoco", "mujoco", "The MuJoCo backend") from exc
+
+
+def _index(ids: np.ndarray) -> slice | np.ndarray:
+    """``ids`` as a slice where they are consecutive (a slice reads and writes MjData without
+    the copy and the checks of a fancy index), else as they are."""
+    if len(ids) and np.array_equal(ids, np.arange(ids[0], ids[0] + len(ids))):
+        return slice(int(ids[0]), int(ids[0]) + len(ids))
+    return ids
 
 
 def _add_task_body(spec: Any, body: TaskBody) -> None:
@@ -124,11 +132,33 @@ class MujocoBackend:
         self._act_arm = np.array([self._id("actuator", n) for n in arm_act])
         self._act_fingers = np.array([self._id("actuator", n) for n in grip_act])
         self._tcp = self._id("site", robot.mujoco.tcp_site)
+        self._body_ids: dict[str, int] = {}
+        self._hot_paths()
         for cam in cfg.cameras:
             m.cam_fovy[self._id("camera", cam.name)] = cam.fovy_deg
         self.reset(0)
         if not cfg.headless:
             self._viewer = self._open_viewer()
+
+    def _hot_paths(self) -> None:
+        """What step() and observe() use, resolved once: indices as slices where they can be,
+        and views into MjData (its arrays are allocated once and never move; reading an
+        MjData attribute builds a new numpy wrapper each time)."""
+        d = self.data
+        self._action_shape = self.spec.action.shape
+        self._ctrl = d.ctrl
+        self._ctrl_arm = _index(self._act_arm)
+        self._ctrl_fingers = _index(self._act_fingers)
+        self._qpos, self._qvel = d.qpos, d.qvel
+        self._xpos, self._xquat = d.xpos, d.xquat
+        self._q = _index(self._qadr)
+        self._v = _index(self._dadr)
+        ids = [self._body(n) for n in self._objects]
+        # position (3,) then wxyz quaternion (4,) of each task object: env_state's layout
+        self._object_rows = [row for i in ids for row in (d.xpos[i], d.xquat[i])]
+        self._tcp_pos, self._tcp_mat = d.site_xpos[self._tcp], d.site_xmat[self._tcp]
+        # the TCP's wxyz quaternion, filled in place by observe()
+        self._ee_quat = np.empty(4)
 
     def _open_viewer(self) -> Any:
         """MuJoCo's passive viewer window, synced after every step."""
@@ -214,12 +244,12 @@ class MujocoBackend:
         """Hold ``action`` (dof + 1,) for one control period (``self.substeps`` physics
         steps)."""
         a = np.asarray(action, dtype=np.float64)
-        if a.shape != self.spec.action.shape:
-            raise ValueError(f"action must have shape {self.spec.action.shape}, got {a.shape}")
-        d = self.data
-        d.ctrl[self._act_arm] = a[: self._dof]
-        d.ctrl[self._act_fingers] = a[self._dof]  # every finger gets the same opening
-        mujoco.mj_step(self.model, d, nstep=self.substeps)
+        if a.shape != self._action_shape:
+            raise ValueError(f"action must have shape {self._action_shape}, got {a.shape}")
+        ctrl = self._ctrl
+        ctrl[self._ctrl_arm] = a[: self._dof]
+        ctrl[self._ctrl_fingers] = a[self._dof]  # every finger gets the same opening
+        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
         self._steps += 1
         if self._viewer is not None:
             self._viewer.sync()
@@ -244,13 +274,28 @@ class MujocoBackend:
         return self._steps / self.cfg.control_hz
 
     def observe(self) -> Observation:
-        d = self.data
-        return arm_observation(self, d.qpos[self._qadr], d.qvel[self._dadr], self._objects)
+        """What ``arm_observation`` gives from ``body_pose`` / ``ee_pose``, read through the
+        views of ``_hot_paths`` (every array a fresh float32 copy)."""
+        mujoco.mju_mat2Quat(self._ee_quat, self._tcp_mat)
+        rows = self._object_rows
+        return assemble_arm_observation(
+            self,
+            {
+                "state": self._qpos[self._q].astype(np.float32),
+                "velocity": self._qvel[self._v].astype(np.float32),
+                "env_state": (
+                    np.concatenate(rows, dtype=np.float32) if rows else np.zeros(0, np.float32)
+                ),
+                "ee_pose": np.concatenate((self._tcp_pos, self._ee_quat), dtype=np.float32),
+            },
+        )
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of body ``name``: position (3,) m, quaternion (4,) wxyz (float64)."""
-        bid = self._body(name)
-        return self.data.xpos[bid].copy(), self.data.xquat[bid].copy()
+        bid = self._body_ids.get(name)
+        if bid is None:
+            bid = self._body(name)
+        return self._xpos[bid].copy(), self._xquat[bid].copy()
 
     def set_body_pose(self, name: str, pos: np.ndarray, quat: np.ndarray) -> None:
         """Teleport a free or mocap body and zero its velocity."""
@@ -289,8 +334,8 @@ class MujocoBackend:
         """TCP world pose (the description's ``mujoco.tcp_site``): position (3,) m,
         quaternion (4,) wxyz."""
         quat = np.empty(4)
-        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self._tcp])
-        return self.data.site_xpos[self._tcp].copy(), quat
+        mujoco.mju_mat2Quat(quat, self._tcp_mat)
+        return self._tcp_pos.copy(), quat
 
     def close(self) -> None:
         if self._viewer is not None:
@@ -303,9 +348,12 @@ class MujocoBackend:
     # ---- helpers ----------------------------------------------------------------------
 
     def _body(self, name: str) -> int:
-        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
-        if bid < 0:
-            raise KeyError(f"the scene has no body '{name}'")
+        bid = self._body_ids.get(name)
+        if bid is None:
+            bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
+            if bid < 0:
+                raise KeyError(f"the scene has no body '{name}'")
+            self._body_ids[name] = bid
         return bid
 
     def __enter__(self) -> MujocoBackend:

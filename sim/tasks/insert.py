@@ -17,6 +17,7 @@ import numpy as np
 
 from tether.core.protocols import BodyShape, SimBackend, TaskBody
 from tether.sim.scene import GRIP_FRICTION, TABLE_FRICTION
+from tether.sim.tasks.arith import clip01, norm, rotation, rotation_z
 from tether.sim.tasks.config_tasks import InsertConfig
 
 PEG_RGBA = (0.2, 0.45, 0.85, 1.0)
@@ -26,18 +27,6 @@ FIXTURE_RGBA = (0.75, 0.75, 0.72, 1.0)
 def _yaw_quat(yaw: float) -> np.ndarray:
     """wxyz quaternion of a rotation ``yaw`` (rad) about world z."""
     return np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
-
-
-def _rotation(quat: np.ndarray) -> np.ndarray:
-    """Rotation matrix (3, 3) of a wxyz quaternion."""
-    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 
 
 def fixture_shapes(hole: float, wall: float, height: float) -> tuple[BodyShape, ...]:
@@ -64,6 +53,9 @@ class InsertTask:
         self.max_duration_s = c.max_duration_s
         # side of the square hole (m)
         self.hole_size = c.peg_size + c.clearance
+        # the fixture's world-to-hole rotation (3, 3), cached with its quaternion's bytes
+        self._hole_key = b""
+        self._hole_frame = np.eye(3)
         self.bodies: tuple[TaskBody, ...] = (
             TaskBody(
                 name="peg",
@@ -109,16 +101,16 @@ class InsertTask:
     def peg_bottom(self, sim: SimBackend) -> np.ndarray:
         """World position (3,) of the centre of the peg's bottom face (m)."""
         pos, quat = sim.body_pose("peg")
-        return pos - _rotation(quat)[:, 2] * (self.cfg.peg_length / 2)
+        return pos - rotation(quat)[:, 2] * (self.cfg.peg_length / 2)
 
     def tilt(self, sim: SimBackend) -> float:
         """Angle (rad) between the peg's axis and world z (0 = upright; either end down)."""
-        return float(np.arccos(min(1.0, abs(_rotation(sim.body_pose("peg")[1])[2, 2]))))
+        return float(np.arccos(min(1.0, abs(rotation(sim.body_pose("peg")[1])[2, 2]))))
 
     def offset_in_hole(self, sim: SimBackend) -> np.ndarray:
         """The peg bottom's (x, y) from the hole's centre in the fixture's frame (m)."""
         hole, quat = sim.body_pose("hole")
-        return (_rotation(quat).T @ (self.peg_bottom(sim) - hole))[:2]
+        return (rotation(quat).T @ (self.peg_bottom(sim) - hole))[:2]
 
     def insertion(self, sim: SimBackend) -> float:
         """How far (m) the peg's bottom is below the fixture's top (negative: above it)."""
@@ -133,27 +125,57 @@ class InsertTask:
         peg's top, aligning ``1 - tanh(10 * |peg bottom - hole entry|)`` plus inserting
         ``2 * clip(insertion / depth, 0, 1)`` (only with the peg's bottom inside the
         hole)."""
-        c = self.cfg
-        pos, quat = sim.body_pose("peg")
-        top = pos + _rotation(quat)[:, 2] * (c.peg_length / 2)
-        reach = float(np.linalg.norm(sim.ee_pose()[0] - top))
-        reward = 1.0 - np.tanh(10.0 * reach)
-        if reach < 0.03:
-            hole = sim.body_pose("hole")[0]
-            entry = hole + np.array([0.0, 0.0, c.fixture_height])
-            reward += 1.0 - np.tanh(10.0 * float(np.linalg.norm(self.peg_bottom(sim) - entry)))
-            if self._inside(sim):
-                reward += 2.0 * float(np.clip(self.insertion(sim) / c.depth, 0.0, 1.0))
-        return float(reward)
+        return self.score(sim)[0]
 
     def success(self, sim: SimBackend) -> bool:
         """The peg's bottom is inside the hole, at least ``depth`` (2 cm) below the fixture's
         top, and the peg is tilted by at most ``max_tilt`` from upright."""
-        return (
-            self._inside(sim)
-            and self.insertion(sim) >= self.cfg.depth
-            and self.tilt(sim) <= self.cfg.max_tilt
-        )
+        return self.score(sim)[1]
 
-    def _inside(self, sim: SimBackend) -> bool:
-        return bool(np.all(np.abs(self.offset_in_hole(sim)) <= self.hole_size / 2))
+    def score(self, sim: SimBackend) -> tuple[float, bool]:
+        """``(reward(sim), success(sim))`` from one read of the poses (a backend's step):
+        the measures above with the same arithmetic, each computed once and only where the
+        result depends on it, on Python floats where numpy's dispatch would cost more than
+        the operation."""
+        c = self.cfg
+        half = c.peg_length / 2
+        pos, quat = sim.body_pose("peg")
+        px, py, pz = pos.tolist()
+        ax, ay, az = rotation_z(quat)
+        dx, dy, dz = ax * half, ay * half, az * half
+        bx, by, bz = px - dx, py - dy, pz - dz  # the peg's bottom
+        hole, hole_quat = sim.body_pose("hole")
+        hx, hy, hz = hole.tolist()
+        insertion = (hz + c.fixture_height) - bz
+        reach = norm(sim.ee_pose()[0] - np.array((px + dx, py + dy, pz + dz)))
+        reward = 1.0 - np.tanh(10.0 * reach)
+        inside: bool | None = None  # the peg's bottom inside the hole: computed when needed
+        if reach < 0.03:
+            # the hole's entry is hole + (0, 0, fixture_height): the + 0.0 keeps its -0.0s
+            # as numpy's sum makes them
+            gap = np.array((bx - (hx + 0.0), by - (hy + 0.0), bz - (hz + c.fixture_height)))
+            reward += 1.0 - np.tanh(10.0 * norm(gap))
+            inside = self._inside(np.array((bx, by, bz)) - hole, hole_quat)
+            if inside:
+                reward += 2.0 * clip01(insertion / c.depth)
+        # success's three conditions, cheapest first (all pure: the order changes no result)
+        success = (
+            insertion >= c.depth
+            and (
+                inside
+                if inside is not None
+                else self._inside(np.array((bx, by, bz)) - hole, hole_quat)
+            )
+            and float(np.arccos(min(1.0, abs(az)))) <= c.max_tilt
+        )
+        return float(reward), success
+
+    def _inside(self, offset: np.ndarray, hole_quat: np.ndarray) -> bool:
+        """Whether ``offset`` (3,) (peg bottom - hole centre, world frame) lies inside the
+        hole's square (:meth:`offset_in_hole`'s arithmetic)."""
+        key = hole_quat.tobytes()
+        if key != self._hole_key:
+            # the fixture is fixed: its frame changes at resets only
+            self._hole_key, self._hole_frame = key, rotation(hole_quat).T
+        ox, oy = (self._hole_frame @ offset)[:2].tolist()
+        return abs(ox) <= self.hole_size / 2 and abs(oy) <= self.hole_size / 2

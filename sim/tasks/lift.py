@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tether.core.protocols import SimBackend
+from tether.sim.tasks.arith import clip01, norm
 from tether.sim.tasks.config_tasks import LiftConfig
 
 
@@ -36,13 +37,18 @@ class LiftTask:
         """Dense reward in [0, 3]: reaching ``1 - tanh(10 * |tcp - cube|)`` plus lifting
         ``2 * clip(height / lift_height, 0, 1)``; the lift term only counts while the TCP is
         within 3 cm of the cube (so knocking it up does not pay)."""
-        cube = sim.body_pose("cube")[0]
-        dist = float(np.linalg.norm(sim.ee_pose()[0] - cube))
-        reward = 1.0 - np.tanh(10.0 * dist)
-        if dist < 0.03:
-            reward += 2.0 * float(np.clip(self.height(sim) / self.cfg.lift_height, 0.0, 1.0))
-        return float(reward)
+        return self.score(sim)[0]
 
     def success(self, sim: SimBackend) -> bool:
         """Cube centre at least ``lift_height`` (8 cm) above its resting height."""
         return self.height(sim) >= self.cfg.lift_height
+
+    def score(self, sim: SimBackend) -> tuple[float, bool]:
+        """``(reward(sim), success(sim))`` from one read of the poses (a backend's step)."""
+        cube = sim.body_pose("cube")[0]
+        dist = norm(sim.ee_pose()[0] - cube)
+        height = float(cube[2] - self.cfg.rest_z)
+        reward = 1.0 - np.tanh(10.0 * dist)
+        if dist < 0.03:
+            reward += 2.0 * clip01(height / self.cfg.lift_height)
+        return float(reward), height >= self.cfg.lift_height

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tether.core.protocols import SimBackend
+from tether.sim.tasks.arith import norm
 from tether.sim.tasks.config_tasks import ReachConfig
 
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
@@ -30,7 +31,7 @@ class ReachTask:
 
     def distance(self, sim: SimBackend) -> float:
         """TCP-to-target distance (m)."""
-        return float(np.linalg.norm(sim.ee_pose()[0] - sim.body_pose("target")[0]))
+        return norm(sim.ee_pose()[0] - sim.body_pose("target")[0])
 
     def reward(self, sim: SimBackend) -> float:
         """Dense reward in [0, 1]: 1 - tanh(10 * distance (m)); 1 on target, 0.8 at 2 cm."""
@@ -39,3 +40,8 @@ class ReachTask:
     def success(self, sim: SimBackend) -> bool:
         """TCP within ``success_radius`` (2 cm) of the target."""
         return self.distance(sim) <= self.cfg.success_radius
+
+    def score(self, sim: SimBackend) -> tuple[float, bool]:
+        """``(reward(sim), success(sim))`` from one distance (a backend's step)."""
+        d = self.distance(sim)
+        return float(1.0 - np.tanh(10.0 * d)), d <= self.cfg.success_radius

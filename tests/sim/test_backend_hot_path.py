@@ -1,0 +1,126 @@
+"""The MuJoCo arm backend's step hot path (issue #22) changes no number: its observation
+equals the generic ``arm_observation`` read through ``body_pose`` / ``ee_pose``, and each
+task's one-pass ``score`` equals the plain numpy formulas of its reward and success, bit for
+bit, at every step of expert episodes and of noisy ones (which miss, so every branch of the
+rewards runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.mujoco
+pytest.importorskip("mujoco")
+
+from tether.core import registry  # noqa: E402
+from tether.core.config import load_config  # noqa: E402
+from tether.core.experiment import build_policy, build_task  # noqa: E402
+from tether.sim.scoring import arm_observation  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS = {
+    "lift": ("panda_lift_expert.yaml", []),
+    "insert": ("panda_insert_expert.yaml", []),
+    "reach": ("panda_reach_residual.yaml", []),
+}
+
+
+def _rotation(quat: np.ndarray) -> np.ndarray:
+    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def lift_oracle(task: Any, sim: Any) -> tuple[float, bool]:
+    cube = sim.body_pose("cube")[0]
+    dist = float(np.linalg.norm(sim.ee_pose()[0] - cube))
+    height = cube[2] - task.cfg.rest_z
+    reward = 1.0 - np.tanh(10.0 * dist)
+    if dist < 0.03:
+        reward += 2.0 * float(np.clip(height / task.cfg.lift_height, 0.0, 1.0))
+    return float(reward), bool(height >= task.cfg.lift_height)
+
+
+def reach_oracle(task: Any, sim: Any) -> tuple[float, bool]:
+    d = float(np.linalg.norm(sim.ee_pose()[0] - sim.body_pose("target")[0]))
+    return float(1.0 - np.tanh(10.0 * d)), d <= task.cfg.success_radius
+
+
+def insert_oracle(task: Any, sim: Any) -> tuple[float, bool]:
+    c = task.cfg
+    pos, quat = sim.body_pose("peg")
+    axis = _rotation(quat)[:, 2]
+    top, bottom = pos + axis * (c.peg_length / 2), pos - axis * (c.peg_length / 2)
+    hole, hole_quat = sim.body_pose("hole")
+    insertion = float(hole[2] + c.fixture_height - bottom[2])
+    offset = (_rotation(hole_quat).T @ (bottom - hole))[:2]
+    inside = bool(np.all(np.abs(offset) <= task.hole_size / 2))
+    reach = float(np.linalg.norm(sim.ee_pose()[0] - top))
+    reward = 1.0 - np.tanh(10.0 * reach)
+    if reach < 0.03:
+        entry = hole + np.array([0.0, 0.0, c.fixture_height])
+        gap = float(np.linalg.norm(bottom - entry))
+        reward += 1.0 - np.tanh(10.0 * gap)
+        if inside:
+            reward += 2.0 * float(np.clip(insertion / c.depth, 0.0, 1.0))
+    tilt = float(np.arccos(min(1.0, abs(_rotation(quat)[2, 2]))))
+    return float(reward), inside and insertion >= c.depth and tilt <= c.max_tilt
+
+
+ORACLES = {
+    "lift": lift_oracle,
+    "insert": insert_oracle,
+    "reach": reach_oracle,
+}
+
+
+@pytest.mark.parametrize("task_name", list(EXPERIMENTS))
+def test_the_fast_step_reads_and_scores_what_the_plain_formulas_give(task_name: str) -> None:
+    experiment, overrides = EXPERIMENTS[task_name]
+    cfg = load_config(REPO / "configs/experiments" / experiment, ["sim.cameras=[]", *overrides])
+    task = build_task(cfg)
+    sim = registry.build("sim", cfg.sim, robot=cfg.robot, task=task)
+    policy = build_policy(cfg)
+    oracle = ORACLES[task_name]
+    rng = np.random.default_rng(0)
+    outcomes, branches = [], set()
+    try:
+        for seed, noise in ((0, 0.0), (1, 0.15)):
+            obs = sim.reset(seed)
+            policy.reset()
+            for _ in range(1500):
+                action = np.asarray(policy.act(obs).actions[0], np.float64)
+                if noise:
+                    action[:-1] += rng.normal(0.0, noise, action.size - 1)
+                    action = np.clip(
+                        action, sim.spec.action.low_array(), sim.spec.action.high_array()
+                    )
+                result = sim.step(action)
+                obs = result.observation
+                plain = arm_observation(
+                    sim, sim.data.qpos[sim._qadr], sim.data.qvel[sim._dadr], sim._objects
+                )
+                assert obs.data.keys() == plain.data.keys()
+                for key, value in plain.data.items():
+                    assert obs.data[key].dtype == value.dtype, key
+                    assert np.array_equal(obs.data[key], value), key
+                reward, success = oracle(task, sim)
+                assert task.score(sim) == (reward, success)
+                assert result.reward == reward and result.info["is_success"] == success
+                branches.add((round(reward), success))
+                if success or result.truncated:
+                    break
+            outcomes.append(success)
+    finally:
+        sim.close()
+    # the expert's episode succeeds; the noisy one is scored too (success or not)
+    assert outcomes[0]
+    assert len(branches) >= 2, branches
