@@ -12,6 +12,7 @@ HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
 BENCHMARKS = [
     "ros_loop.py",
+    "backend_step.py",
     "recorder.py",
     "quad_sim.py",
     "policy_latency.py",
@@ -55,6 +56,31 @@ def ros_loop_table(data: dict) -> list[str]:
         f"load {m['load_avg_1m']:.1f}; latency = observation published -> action received "
         f"(ROS 2) or policy call (in-process); policy `hold` unless named."
     )
+    return rows
+
+
+def backend_step_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| MuJoCo Panda backend step vs the raw `mj_step` it wraps (cameras off) | physics "
+        "steps per control step | raw p50 (ms) | backend p50 (ms) | ratio p50 / mean / "
+        f"block median (target <= {d['target_ratio']}) |",
+        "|---|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        rows.append(
+            f"| {c['task']} (`{c['experiment']}`, expert trajectory) | "
+            f"{c['physics_steps_per_control_step']} | {c['raw']['p50_ms']:.4f} | "
+            f"{c['backend']['p50_ms']:.4f} | {c['ratio_p50']:.2f} / {c['ratio_mean']:.2f} / "
+            f"{c['ratio_block_median']:.2f} |"
+        )
+    m = d["machine"]
+    rows += [
+        "",
+        f"`benchmarks/results/backend_step.json`, {m['date']}, {m['cpus']} CPUs, load "
+        f"{m['load_avg_1m']:.1f}; the same trajectory replayed in interleaved blocks (the "
+        "backend: action check, ctrl, the same mj_step, observation, reward and success).",
+    ]
     return rows
 
 
@@ -352,6 +378,7 @@ def gpu_latency_table(d: dict) -> list[str]:
 
 TABLES = [
     ("ros_loop.json", ros_loop_table),
+    ("backend_step.json", backend_step_table),
     ("recorder.json", recorder_table),
     ("quad_sim.json", quad_sim_table),
     ("policy_latency.json", policy_latency_table),
