@@ -87,6 +87,9 @@ class InsertConfig(_TaskConfig):
     # tilted by at most max_tilt (rad) from upright
     depth: float = Field(0.02, gt=0)
     max_tilt: float = Field(0.2, gt=0, le=1.5)
+    # dense reward only: weight of a millimetre-scale alignment term, 1 - tanh(100 * the peg
+    # bottom's distance to the hole's entry), beside the centimetre-scale one (0: off)
+    align_fine: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _fits(self) -> InsertConfig:

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = {
     "lift": ("panda_lift_expert.yaml", []),
     "insert": ("panda_insert_expert.yaml", []),
+    "insert_fine": ("panda_insert_expert.yaml", ["task.align_fine=0.5"]),
     "reach": ("panda_reach_residual.yaml", []),
 }
 
@@ -69,6 +70,7 @@ def insert_oracle(task: Any, sim: Any) -> tuple[float, bool]:
         entry = hole + np.array([0.0, 0.0, c.fixture_height])
         gap = float(np.linalg.norm(bottom - entry))
         reward += 1.0 - np.tanh(10.0 * gap)
+        reward += c.align_fine * (1.0 - np.tanh(100.0 * gap))
         if inside:
             reward += 2.0 * float(np.clip(insertion / c.depth, 0.0, 1.0))
     tilt = float(np.arccos(min(1.0, abs(_rotation(quat)[2, 2]))))
@@ -78,6 +80,7 @@ def insert_oracle(task: Any, sim: Any) -> tuple[float, bool]:
 ORACLES = {
     "lift": lift_oracle,
     "insert": insert_oracle,
+    "insert_fine": insert_oracle,
     "reach": reach_oracle,
 }
 
