@@ -18,6 +18,7 @@ pytest.importorskip("mujoco")
 from tether.core import registry  # noqa: E402
 from tether.core.config import load_config  # noqa: E402
 from tether.core.experiment import build_policy, build_task  # noqa: E402
+from tether.core.kinematics import quat_to_mat  # noqa: E402
 from tether.sim.scoring import arm_observation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,17 +28,6 @@ EXPERIMENTS = {
     "insert_fine": ("panda_insert_expert.yaml", ["task.align_fine=0.5"]),
     "reach": ("panda_reach_residual.yaml", []),
 }
-
-
-def _rotation(quat: np.ndarray) -> np.ndarray:
-    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 
 
 def lift_oracle(task: Any, sim: Any) -> tuple[float, bool]:
@@ -58,11 +48,11 @@ def reach_oracle(task: Any, sim: Any) -> tuple[float, bool]:
 def insert_oracle(task: Any, sim: Any) -> tuple[float, bool]:
     c = task.cfg
     pos, quat = sim.body_pose("peg")
-    axis = _rotation(quat)[:, 2]
+    axis = quat_to_mat(quat)[:, 2]
     top, bottom = pos + axis * (c.peg_length / 2), pos - axis * (c.peg_length / 2)
     hole, hole_quat = sim.body_pose("hole")
     insertion = float(hole[2] + c.fixture_height - bottom[2])
-    offset = (_rotation(hole_quat).T @ (bottom - hole))[:2]
+    offset = (quat_to_mat(hole_quat).T @ (bottom - hole))[:2]
     inside = bool(np.all(np.abs(offset) <= task.hole_size / 2))
     reach = float(np.linalg.norm(sim.ee_pose()[0] - top))
     reward = 1.0 - np.tanh(10.0 * reach)
@@ -73,7 +63,7 @@ def insert_oracle(task: Any, sim: Any) -> tuple[float, bool]:
         reward += c.align_fine * (1.0 - np.tanh(100.0 * gap))
         if inside:
             reward += 2.0 * float(np.clip(insertion / c.depth, 0.0, 1.0))
-    tilt = float(np.arccos(min(1.0, abs(_rotation(quat)[2, 2]))))
+    tilt = float(np.arccos(min(1.0, abs(quat_to_mat(quat)[2, 2]))))
     return float(reward), inside and insertion >= c.depth and tilt <= c.max_tilt
 
 
