@@ -39,9 +39,3 @@ def rotation(quat: np.ndarray) -> np.ndarray:
             [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
         ]
     )
-
-
-def rotation_z(quat: np.ndarray) -> tuple[float, float, float]:
-    """The third column of :func:`rotation` (the body's z axis in the world), alone."""
-    w, x, y, z = unit_quat(quat)
-    return 2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)

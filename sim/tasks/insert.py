@@ -13,11 +13,13 @@ The task declares its two bodies (``bodies``), so no robot's scene file names th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tether.core.protocols import BodyShape, SimBackend, TaskBody
 from tether.sim.scene import GRIP_FRICTION, TABLE_FRICTION
-from tether.sim.tasks.arith import clip01, norm, rotation, rotation_z
+from tether.sim.tasks.arith import clip01, rotation
 from tether.sim.tasks.config_tasks import InsertConfig
 
 PEG_RGBA = (0.2, 0.45, 0.85, 1.0)
@@ -53,9 +55,10 @@ class InsertTask:
         self.max_duration_s = c.max_duration_s
         # side of the square hole (m)
         self.hole_size = c.peg_size + c.clearance
-        # the fixture's world-to-hole rotation (3, 3), cached with its quaternion's bytes
+        # the first two rows of the fixture's world-to-hole rotation, cached with its
+        # quaternion's bytes
         self._hole_key = b""
-        self._hole_frame = np.eye(3)
+        self._hole_rows: list[list[float]] = []
         self.bodies: tuple[TaskBody, ...] = (
             TaskBody(
                 name="peg",
@@ -136,51 +139,59 @@ class InsertTask:
 
     def score(self, sim: SimBackend) -> tuple[float, bool]:
         """``(reward(sim), success(sim))`` from one read of the poses (a backend's step):
-        the measures above with the same arithmetic, each computed once and only where the
-        result depends on it, on Python floats where numpy's dispatch would cost more than
-        the operation."""
+        the measures above, each computed once and only where the result depends on it, in
+        Python float arithmetic (numpy's dispatch costs more than these 3- and 4-element
+        operations; the results agree with the numpy formulas to rounding,
+        tests/sim/test_backend_hot_path.py)."""
         c = self.cfg
         half = c.peg_length / 2
         pos, quat = sim.body_pose("peg")
         px, py, pz = pos.tolist()
-        ax, ay, az = rotation_z(quat)
-        dx, dy, dz = ax * half, ay * half, az * half
+        w, x, y, z = quat.tolist()
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        w, x, y, z = w / n, x / n, y / n, z / n
+        # the peg's axis (its frame's z in the world), times half its length
+        dx = 2 * (x * z + w * y) * half
+        dy = 2 * (y * z - w * x) * half
+        az = 1 - 2 * (x * x + y * y)
+        dz = az * half
         bx, by, bz = px - dx, py - dy, pz - dz  # the peg's bottom
         hole, hole_quat = sim.body_pose("hole")
         hx, hy, hz = hole.tolist()
-        insertion = (hz + c.fixture_height) - bz
-        reach = norm(sim.ee_pose()[0] - np.array((px + dx, py + dy, pz + dz)))
-        reward = 1.0 - np.tanh(10.0 * reach)
+        top_z = hz + c.fixture_height
+        insertion = top_z - bz
+        ex, ey, ez = sim.ee_pose()[0].tolist()
+        tx, ty, tz = ex - (px + dx), ey - (py + dy), ez - (pz + dz)
+        reach = math.sqrt(tx * tx + ty * ty + tz * tz)
+        reward = 1.0 - math.tanh(10.0 * reach)
         inside: bool | None = None  # the peg's bottom inside the hole: computed when needed
         if reach < 0.03:
-            # the hole's entry is hole + (0, 0, fixture_height): the + 0.0 keeps its -0.0s
-            # as numpy's sum makes them
-            gap = np.array((bx - (hx + 0.0), by - (hy + 0.0), bz - (hz + c.fixture_height)))
-            gap_m = norm(gap)
-            reward += 1.0 - np.tanh(10.0 * gap_m)
+            gx, gy, gz = bx - hx, by - hy, bz - top_z
+            gap = math.sqrt(gx * gx + gy * gy + gz * gz)
+            reward += 1.0 - math.tanh(10.0 * gap)
             if c.align_fine:
-                reward += c.align_fine * (1.0 - np.tanh(100.0 * gap_m))
-            inside = self._inside(np.array((bx, by, bz)) - hole, hole_quat)
+                reward += c.align_fine * (1.0 - math.tanh(100.0 * gap))
+            inside = self._inside(gx, gy, bz - hz, hole_quat)
             if inside:
                 reward += 2.0 * clip01(insertion / c.depth)
         # success's three conditions, cheapest first (all pure: the order changes no result)
         success = (
             insertion >= c.depth
             and (
-                inside
-                if inside is not None
-                else self._inside(np.array((bx, by, bz)) - hole, hole_quat)
+                inside if inside is not None else self._inside(bx - hx, by - hy, bz - hz, hole_quat)
             )
-            and float(np.arccos(min(1.0, abs(az)))) <= c.max_tilt
+            and math.acos(min(1.0, abs(az))) <= c.max_tilt
         )
-        return float(reward), success
+        return reward, success
 
-    def _inside(self, offset: np.ndarray, hole_quat: np.ndarray) -> bool:
-        """Whether ``offset`` (3,) (peg bottom - hole centre, world frame) lies inside the
-        hole's square (:meth:`offset_in_hole`'s arithmetic)."""
+    def _inside(self, ox: float, oy: float, oz: float, hole_quat: np.ndarray) -> bool:
+        """Whether the offset (ox, oy, oz) (peg bottom - hole centre, world frame, m) lies
+        inside the hole's square (:meth:`offset_in_hole`'s measure)."""
         key = hole_quat.tobytes()
         if key != self._hole_key:
             # the fixture is fixed: its frame changes at resets only
-            self._hole_key, self._hole_frame = key, rotation(hole_quat).T
-        ox, oy = (self._hole_frame @ offset)[:2].tolist()
+            self._hole_key = key
+            self._hole_rows = rotation(hole_quat).T[:2].tolist()
+        (r00, r01, r02), (r10, r11, r12) = self._hole_rows
+        ox, oy = r00 * ox + r01 * oy + r02 * oz, r10 * ox + r11 * oy + r12 * oz
         return abs(ox) <= self.hole_size / 2 and abs(oy) <= self.hole_size / 2
