@@ -292,9 +292,7 @@ class MujocoBackend:
 
     def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """World pose of body ``name``: position (3,) m, quaternion (4,) wxyz (float64)."""
-        bid = self._body_ids.get(name)
-        if bid is None:
-            bid = self._body(name)
+        bid = self._body(name)
         return self._xpos[bid].copy(), self._xquat[bid].copy()
 
     def set_body_pose(self, name: str, pos: np.ndarray, quat: np.ndarray) -> None:

@@ -17,9 +17,10 @@ import math
 
 import numpy as np
 
+from tether.core.kinematics import quat_to_mat
 from tether.core.protocols import BodyShape, SimBackend, TaskBody
 from tether.sim.scene import GRIP_FRICTION, TABLE_FRICTION
-from tether.sim.tasks.arith import clip01, rotation
+from tether.sim.tasks.arith import clip01
 from tether.sim.tasks.config_tasks import InsertConfig
 
 PEG_RGBA = (0.2, 0.45, 0.85, 1.0)
@@ -104,16 +105,16 @@ class InsertTask:
     def peg_bottom(self, sim: SimBackend) -> np.ndarray:
         """World position (3,) of the centre of the peg's bottom face (m)."""
         pos, quat = sim.body_pose("peg")
-        return pos - rotation(quat)[:, 2] * (self.cfg.peg_length / 2)
+        return pos - quat_to_mat(quat)[:, 2] * (self.cfg.peg_length / 2)
 
     def tilt(self, sim: SimBackend) -> float:
         """Angle (rad) between the peg's axis and world z (0 = upright; either end down)."""
-        return float(np.arccos(min(1.0, abs(rotation(sim.body_pose("peg")[1])[2, 2]))))
+        return float(np.arccos(min(1.0, abs(quat_to_mat(sim.body_pose("peg")[1])[2, 2]))))
 
     def offset_in_hole(self, sim: SimBackend) -> np.ndarray:
         """The peg bottom's (x, y) from the hole's centre in the fixture's frame (m)."""
         hole, quat = sim.body_pose("hole")
-        return (rotation(quat).T @ (self.peg_bottom(sim) - hole))[:2]
+        return (quat_to_mat(quat).T @ (self.peg_bottom(sim) - hole))[:2]
 
     def insertion(self, sim: SimBackend) -> float:
         """How far (m) the peg's bottom is below the fixture's top (negative: above it)."""
@@ -191,7 +192,7 @@ class InsertTask:
         if key != self._hole_key:
             # the fixture is fixed: its frame changes at resets only
             self._hole_key = key
-            self._hole_rows = rotation(hole_quat).T[:2].tolist()
+            self._hole_rows = quat_to_mat(hole_quat).T[:2].tolist()
         (r00, r01, r02), (r10, r11, r12) = self._hole_rows
         ox, oy = r00 * ox + r01 * oy + r02 * oz, r10 * ox + r11 * oy + r12 * oz
         return abs(ox) <= self.hole_size / 2 and abs(oy) <= self.hole_size / 2

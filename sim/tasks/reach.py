@@ -35,7 +35,7 @@ class ReachTask:
 
     def reward(self, sim: SimBackend) -> float:
         """Dense reward in [0, 1]: 1 - tanh(10 * distance (m)); 1 on target, 0.8 at 2 cm."""
-        return float(1.0 - np.tanh(10.0 * self.distance(sim)))
+        return self.score(sim)[0]
 
     def success(self, sim: SimBackend) -> bool:
         """TCP within ``success_radius`` (2 cm) of the target."""
