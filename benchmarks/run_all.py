@@ -49,6 +49,35 @@ def ros_loop_table(data: dict) -> list[str]:
             f"{_ms(loc['latency_ms']['p50'])} / {_ms(loc['latency_ms']['p99'])} | "
             f"{c['ratio_rate_ros_over_local']:.2f} |"
         )
+    for f in data.get("floors", {}).values():
+        rows.append(
+            f"| floor: bare rclpy, two processes, JointState -> JointTrajectory, "
+            f"{f['executor']} executor | {f['rate_hz']:.0f} | {_ms(f['latency_ms']['p50'])} / "
+            f"{_ms(f['latency_ms']['p99'])} | | | |"
+        )
+    if "floor_ratios" in data:
+        r, raw = data["floor_ratios"], data["raw_engine"]
+        rows.append(
+            f"| state_max against the {r['leanest_floor']} floor + the raw engine step "
+            f"({raw['mean_ms']:.3f} ms): period ratio / p99 ratio (targets <= "
+            f"{r['target_ratio_period']} / {r['target_ratio_p99']}) | "
+            f"{_ms(r['ratio_period'])} | {_ms(r['ratio_p99'])} | | | |"
+        )
+        timers = [
+            f"{name} rate {r[f'{name}_rate_error'] * 100:+.1f} %, p99 "
+            f"{r[f'{name}_p99_over_floor_p99']:.2f}x the floor's"
+            for name in ("state_500hz", "state_1khz")
+            if f"{name}_rate_error" in r
+        ]
+        rows += [
+            "",
+            f"Against the {r['leanest_floor']} floor (issue #22's targets in brackets): "
+            + "; ".join(timers)
+            + " (rate within 1 %, p99 <= 1.5x); camera96_100hz p99 "
+            f"{r['camera_100hz_p99_over_floor_p99']:.2f}x the floor's (<= 2.5x); camera "
+            f"lockstep at {r['camera_over_state_lockstep_rate'] * 100:.0f} % of the state-only "
+            "lockstep rate (>= 80 %).",
+        ]
     m = data["machine"]
     rows.append("")
     rows.append(

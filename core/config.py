@@ -57,6 +57,9 @@ class RosConfig(BaseModel):
     # and a chunk_executor node executes them at the control rate (blending, late-row drops,
     # safety filter, cadence report); arms only, with rate_mode realtime
     chunked: bool = False
+    # what every node of the graph spins on: rclpy's SingleThreadedExecutor (``default``) or
+    # its EventsExecutor (``events``; docs/ros2.md "Executors")
+    executor: Literal["default", "events"] = "events"
 
     @model_validator(mode="after")
     def _chunked_realtime(self) -> RosConfig:

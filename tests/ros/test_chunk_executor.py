@@ -146,8 +146,8 @@ def test_a_clock_jump_back_drops_the_old_timeline(repo) -> None:
         node._tick()
         assert node.queue.stats.executed == 0 and node.queue.stats.chunks == 0  # started over
         assert node.pending_since == clock["t"]  # asked for a chunk on the new timeline
-        assert spin_until(ex, lambda: len(got["req"]) > n_req)
-        assert got["req"][-1] == clock["t"]
+        # a request from before the jump (wall-clock stamp) may still be arriving under load
+        assert spin_until(ex, lambda: clock["t"] in got["req"][n_req:])
         assert spin_until(ex, lambda: len(got["cmd"]) >= 2)
         held = np.array(got["cmd"][-1].points[0].positions)
         np.testing.assert_allclose(held, Q0[:8], atol=1e-5)  # holds, not the old chunk

@@ -84,3 +84,28 @@ def test_a_teardown_that_hangs_still_exits_after_the_safe_stop():
     assert "closed" in r.stdout
     assert "teardown did not finish in 1 s" in r.stderr and "destroy_node" in r.stderr
     assert took < 20
+
+
+def test_nodes_spin_on_the_executor_their_experiment_names(repo):
+    from types import SimpleNamespace
+
+    from rclpy.executors import SingleThreadedExecutor
+    from ros_helpers import ros_context
+
+    from tether.core.config import load_config
+    from tether_ros.runtime import make_executor, node_executor_kind
+
+    path = repo / "configs/experiments/panda_lift_expert.yaml"
+    cfg = load_config(path, [])
+    assert cfg.ros.executor == "events"  # the default, measured by benchmarks/ros_loop.py
+    assert node_executor_kind(SimpleNamespace(cfg=cfg)) == "events"
+    old = load_config(path, ["ros.executor=default"])
+    assert node_executor_kind(SimpleNamespace(cfg=old)) == "default"
+    assert node_executor_kind(SimpleNamespace()) == "default"  # a node without an experiment
+    with ros_context() as ctx:
+        events = make_executor(ctx, kind="events")
+        single = make_executor(ctx, kind="default")
+        assert "EventsExecutor" in type(events).__name__
+        assert isinstance(single, SingleThreadedExecutor)
+        events.shutdown()
+        single.shutdown()

@@ -31,15 +31,24 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 TEARDOWN_S = 5.0
 
 
-def make_executor(context: Any = None) -> SingleThreadedExecutor:
-    """The executor every node spins on.
+def make_executor(context: Any = None, kind: str = "default") -> Any:
+    """The executor a node spins on (``ros.executor``): rclpy's SingleThreadedExecutor, or
+    its EventsExecutor (``events``), which runs each ready callback from the middleware's
+    events instead of rebuilding a wait set on every spin. Both are driven by ``spin_once``
+    (the EventsExecutor's ``spin()`` does not return on a signal here). Hot-path endpoints
+    skip QoS-event handlers either way (see interface.FAST_PUB)."""
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
 
-    rclpy's experimental EventsExecutor would be faster, but with the Kilted PyPI wheels it
-    neither answers services nor delivers messages between processes here (and busy-loops a
-    core), so the single-threaded executor is used; hot-path endpoints skip QoS-event
-    handlers instead (see interface.FAST_PUB).
-    """
+        return EventsExecutor(context=context)
     return SingleThreadedExecutor(context=context)
+
+
+def node_executor_kind(node: Any) -> str:
+    """``ros.executor`` of the experiment a node runs (``default`` for nodes without one)."""
+    cfg = getattr(node, "cfg", None)
+    ros = getattr(cfg, "ros", None)
+    return str(getattr(ros, "executor", "default"))
 
 
 def experiment_from_params(node: Node) -> ExperimentConfig:
@@ -90,7 +99,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     code = 0
     try:
         node = factory()
-        executor = make_executor()
+        executor = make_executor(kind=node_executor_kind(node))
         executor.add_node(node)
         spinning = True  # from here a signal ends the loop below instead of raising
         while not stop.is_set() and rclpy.ok():

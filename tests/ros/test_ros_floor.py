@@ -1,0 +1,23 @@
+"""The floor benchmark's ping-pong (benchmarks/ros_floor.py, issue #22): both executors carry
+every state to the echo process and every answer back, in order, between two processes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from ros_floor import EXECUTORS, ping  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", EXECUTORS)
+def test_each_ping_is_answered_with_its_own_stamp(kind: str) -> None:
+    # ping raises if an answer is missing or carries another ping's stamp
+    r = ping(kind, steps=60, warmup=5)
+    assert r["executor"] == kind and r["steps"] == 60
+    assert r["rate_hz"] > 0
+    assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
