@@ -203,11 +203,16 @@ def main() -> None:
             base += _standin_overrides(Path(tmp))
             policy = "onnx stand-in (velocity P controller, tests/ros/onnx_standin.py)"
         cases = []
-        for mode in ("realtime", "lockstep"):
+        # the last case: lockstep with rclpy's SingleThreadedExecutor (the A/B of ros.executor)
+        for mode, executor in (("realtime", None), ("lockstep", None), ("lockstep", "default")):
             ov = [*base, f"ros.rate_mode={mode}"]
+            name = mode
+            if executor is not None:
+                ov.append(f"ros.executor={executor}")
+                name = f"{mode} (ros.executor={executor})"
             res = measure(experiment, ov, args.duration)
-            print(f"{mode}: {res}")
-            cases.append({"rate_mode": mode, "target_hz": cfg.sim.control_hz, **res})
+            print(f"{name}: {res}")
+            cases.append({"rate_mode": name, "target_hz": cfg.sim.control_hz, **res})
         res = measure_policy_server(experiment, base, args.duration)
         print(f"policy server alone: {res}")
         cases.append({"rate_mode": "policy_server_ping_pong", "target_hz": None, **res})
