@@ -21,17 +21,20 @@ the ratios. Alone: ``python benchmarks/ros_floor.py --executor events``.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
+from tether.core.config import RosConfig
+from tether_ros.runtime import make_executor
+
 REPO = Path(__file__).resolve().parents[1]
-EXECUTORS = ("default", "events")
+# ros.executor's choices (tether.core.config.RosConfig)
+EXECUTORS: tuple[str, ...] = get_args(RosConfig.model_fields["executor"].annotation)
 STATE_TOPIC = "floor_joint_states"
 ACTION_TOPIC = "floor_joint_trajectory"
 # the longest the ping side waits for the echo to appear / for one answer (s)
@@ -40,21 +43,12 @@ ANSWER_S = 5.0
 RESEND_S = 0.5
 
 
-def _executor(kind: str, context: Any = None) -> Any:
-    if kind == "events":
-        from rclpy.experimental import EventsExecutor
-
-        return EventsExecutor(context=context)
-    from rclpy.executors import SingleThreadedExecutor
-
-    return SingleThreadedExecutor(context=context)
-
-
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    env.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(REPO / "configs/dds/fastdds_shm.xml"))
-    return env
+    """The environment of Tether's graphs (RMW, the DDS profile), from the loop's experiment."""
+    from tether.core.config import load_config
+    from tether_ros.graph import graph_env
+
+    return graph_env(load_config(REPO / "configs/experiments/panda_lift_expert.yaml"))
 
 
 def echo(kind: str) -> int:
@@ -89,7 +83,7 @@ def echo(kind: str) -> int:
     node.create_subscription(
         JointState, STATE_TOPIC, on_state, SENSOR_QOS, event_callbacks=FAST_SUB
     )
-    executor = _executor(kind)
+    executor = make_executor(kind=kind)
     executor.add_node(node)
     print("ready", flush=True)
     while not stop and rclpy.ok():
@@ -141,7 +135,7 @@ def ping(kind: str, steps: int, warmup: int = 200) -> dict[str, Any]:
         msg.position = [0.0] * 9
         msg.velocity = [0.0] * 9
         msg.effort = [0.0] * 9
-        executor = _executor(kind, ctx)
+        executor = make_executor(ctx, kind=kind)
         executor.add_node(node)
         t_end = time.monotonic() + DISCOVERY_S
         while pub.get_subscription_count() < 1 or node.count_publishers(ACTION_TOPIC) < 1:

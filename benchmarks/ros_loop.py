@@ -70,10 +70,9 @@ def _median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
 def raw_engine(hz: float, steps: int = 3000) -> dict[str, Any]:
     """The raw engine time of one control step at ``hz`` (ms): ``mj_step`` of the Panda lift
     scene for one control period, ctrl held, cameras off (what the backend step wraps)."""
-    import time
-
     import mujoco
     import numpy as np
+    from backend_step import _block
 
     from tether.core import registry
     from tether.core.experiment import build_task
@@ -81,14 +80,8 @@ def raw_engine(hz: float, steps: int = 3000) -> dict[str, Any]:
     cfg = load_config(EXPERIMENT, [f"sim.control_hz={hz}", "sim.cameras=[]"])
     backend = registry.build("sim", cfg.sim, robot=cfg.robot, task=build_task(cfg))
     try:
-        backend.reset(0)
         m, d, n = backend.model, backend.data, backend.substeps
-        out = np.empty(steps)
-        clock = time.perf_counter
-        for i in range(steps):
-            t0 = clock()
-            mujoco.mj_step(m, d, nstep=n)
-            out[i] = clock() - t0
+        out = _block(backend, lambda _: mujoco.mj_step(m, d, nstep=n), steps)
     finally:
         backend.close()
     ms = out * 1e3

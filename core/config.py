@@ -58,7 +58,8 @@ class RosConfig(BaseModel):
     # safety filter, cadence report); arms only, with rate_mode realtime
     chunked: bool = False
     # what every node of the graph spins on: rclpy's SingleThreadedExecutor (``default``) or
-    # its EventsExecutor (``events``; docs/ros2.md "Executors")
+    # its EventsExecutor (``events``; README "Experiments and overrides", measured by
+    # benchmarks/ros_loop.py)
     executor: Literal["default", "events"] = "events"
 
     @model_validator(mode="after")
