@@ -53,6 +53,7 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
         (np.asarray(scale["min"]), np.asarray(scale["max"])),
         contract.get("action_names"),
         int(contract["obs_shapes"][TEXT_KEY][0]) if TEXT_KEY in cfg.obs_keys else None,
+        norm.get(TEXT_KEY) if cfg.text_norm else None,
     )
 
 

@@ -91,6 +91,11 @@ class DiffusionModelConfig(BaseModel):
     # (the instruction decides what the camera features look for; docs/vla.md)
     text_dim: int = Field(64, ge=1)
     text_film: bool = True
+    # centre the instruction's embedding on the mean of the training instructions' and
+    # scale it to unit RMS per element over them before it reaches text_proj and the FiLM
+    # layers: the raw unit embeddings differ by about 0.03 per element between sub-tasks
+    # (docs/vla.md); the statistics live in the contract's normalization and in the ONNX graph
+    text_norm: bool = False
 
 
 class DiffusionTrainConfig(ComponentConfig):

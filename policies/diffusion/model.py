@@ -70,6 +70,33 @@ class Affine(nn.Module):
         return (y - self.offset) / self.scale
 
 
+class TextNorm(nn.Module):
+    """e -> (e - mean) * scale: the instruction embedding centred on the training
+    instructions' mean and scaled to unit RMS per element over them."""
+
+    mean: Tensor
+    scale: Tensor
+
+    def __init__(self, mean: np.ndarray, scale: float) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(np.asarray(mean), dtype=torch.float32))
+        self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float32))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (x - self.mean) * self.scale
+
+
+def text_norm_stats(embeddings: np.ndarray) -> dict[str, Any]:
+    """TextNorm's statistics over the distinct rows of ``embeddings`` (N, E): each training
+    instruction counts once, however many frames carry it. One instruction: centred only."""
+    distinct = np.unique(
+        np.asarray(embeddings, np.float64).reshape(-1, embeddings.shape[-1]), axis=0
+    )
+    mean = distinct.mean(0)
+    rms = float(np.sqrt(((distinct - mean) ** 2).mean()))
+    return {"mean": mean.tolist(), "scale": 1.0 / rms if rms > 1e-8 else 1.0}
+
+
 class ResBlock2d(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int) -> None:
         super().__init__()
@@ -324,6 +351,7 @@ class DiffusionNet(nn.Module):
         action_range: tuple[np.ndarray, np.ndarray],
         action_names: list[str] | None = None,
         text_in: int | None = None,
+        text_stats: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -333,6 +361,13 @@ class DiffusionNet(nn.Module):
         self.text = TEXT_KEY in self.obs_keys
         if self.text and not text_in:
             raise ConfigError(f"observation key '{TEXT_KEY}' needs the text embedding's width")
+        if self.text and cfg.text_norm and text_stats is None:
+            raise ConfigError("model.text_norm needs the training instructions' statistics")
+        self.text_norm = (
+            TextNorm(np.asarray(text_stats["mean"]), float(text_stats["scale"]))
+            if self.text and cfg.text_norm and text_stats is not None
+            else None
+        )
         self.text_proj = (
             nn.Sequential(nn.Linear(int(text_in or 0), cfg.text_dim), nn.SiLU())
             if self.text
@@ -396,6 +431,8 @@ class DiffusionNet(nn.Module):
         instruction's embedding (B, To, E) counts once, from the latest frame."""
         feats = []
         text = obs[TEXT_KEY][:, -1] if self.text else None
+        if text is not None and self.text_norm is not None:
+            text = self.text_norm(text)
         for key in self.obs_keys:
             if key == TEXT_KEY:
                 continue

@@ -32,7 +32,7 @@ from tether.policies.diffusion.config import (
     low_dim,
 )
 from tether.policies.diffusion.dataset import WindowDataset, load_windows
-from tether.policies.diffusion.model import DiffusionNet
+from tether.policies.diffusion.model import DiffusionNet, text_norm_stats
 
 
 def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDataset) -> dict:
@@ -48,6 +48,8 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
     for k in m.obs_keys:
         if k.startswith(IMAGE_PREFIX):
             norm[k] = {"uint8_to": [-1.0, 1.0]}
+    if TEXT_KEY in m.obs_keys and m.text_norm:
+        norm[TEXT_KEY] = text_norm_stats(ds.obs[TEXT_KEY])
     lo, hi = ds.stats["action"]
     language: dict[str, Any] = {}
     if TEXT_KEY in m.obs_keys:

@@ -253,7 +253,7 @@ def observation_stats(
     i = 0
     for key in env.keys:
         n = int(np.asarray(env.obs[key]).size)
-        if key in norm:
+        if "min" in norm.get(key, {}):
             lo = np.asarray(norm[key]["min"], np.float64).ravel()
             hi = np.asarray(norm[key]["max"], np.float64).ravel()
             if lo.size == n:

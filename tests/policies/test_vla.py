@@ -143,3 +143,42 @@ def test_flow_graph_with_film_images_matches_torch(language_dataset: Path, tmp_p
     assert (enc(img, t1) - enc(img, t2)).abs().max() > 1e-3
     path = export_onnx(net, contract, tmp_path / "onnx")
     assert parity(net, contract, path) <= 1e-4
+
+
+def test_text_norm_centres_the_training_instructions_inside_the_graph(
+    language_dataset: Path, tmp_path: Path
+) -> None:
+    """model.text_norm: the contract carries the training instructions' mean and scale; the
+    network sees the two instructions as opposite unit-RMS vectors (the raw unit embeddings
+    differ by a few hundredths per element); the exported graph matches torch <= 1e-4 and
+    the statistics cannot be left out."""
+    from tether.core.errors import ConfigError
+    from tether.policies.diffusion.checkpoint import build_net
+    from tether.policies.diffusion.dataset import load_windows
+    from tether.policies.diffusion.export import export_onnx, parity
+    from tether.policies.diffusion.trainer import make_contract
+    from tether.policies.vla.text_encoder import DEFAULT_ENCODER, TextEncoder, text_encoder_dir
+
+    cfg = vla_experiment(language_dataset, 1, text_norm=True)
+    ds = load_windows(language_dataset, cfg.train.model, None, cfg.train.text_encoder)
+    contract = make_contract(cfg, cfg.train, ds)
+    stats = contract["normalization"]["instruction"]
+    enc = TextEncoder(text_encoder_dir(cfg.train.text_encoder or DEFAULT_ENCODER))
+    raw = np.stack([enc.encode(t) for t in (LEFT, RIGHT)])
+    np.testing.assert_allclose(stats["mean"], raw.mean(0), atol=1e-6)
+    net = build_net(contract).eval()
+    assert net.text_norm is not None
+    seen = net.text_norm(torch.from_numpy(raw)).numpy()
+    np.testing.assert_allclose(np.sqrt((seen**2).mean()), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(seen[0], -seen[1], atol=1e-5)
+    assert np.abs(raw[0] - raw[1]).mean() < 0.1 < np.abs(seen[0] - seen[1]).mean()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.parameters():
+            if p.dtype.is_floating_point:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    path = export_onnx(net, contract, tmp_path / "onnx")
+    assert parity(net, contract, path) <= 1e-4
+    without = {k: v for k, v in contract["normalization"].items() if k != "instruction"}
+    with pytest.raises(ConfigError, match="text_norm"):
+        build_net({**contract, "normalization": without})
