@@ -21,6 +21,7 @@ the ratios. Alone: ``python benchmarks/ros_floor.py --executor events``.
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
 import time
@@ -94,10 +95,12 @@ def echo(kind: str) -> int:
     return 0
 
 
-def ping(kind: str, steps: int, warmup: int = 200) -> dict[str, Any]:
+def ping(kind: str, steps: int, warmup: int = 200, rate_hz: float | None = None) -> dict[str, Any]:
     """Start an echo process with executor ``kind``, ping it ``warmup + steps`` times (each
     answer must carry its ping's stamp); the period (wall time per round trip over the timed
-    steps) and the round trip's percentiles (ms)."""
+    steps) and the round trip's percentiles (ms). ``rate_hz``: paced, one ping per period
+    of the wall clock (as a realtime sim bridge steps), both sides idle in between; else
+    the next ping goes as soon as the answer is in."""
     import rclpy
     from rclpy.context import Context
     from sensor_msgs.msg import JointState
@@ -144,7 +147,17 @@ def ping(kind: str, steps: int, warmup: int = 200) -> dict[str, Any]:
                 raise RuntimeError(f"floor echo ({kind}) not discovered in {DISCOVERY_S} s")
         lat = np.empty(steps)
         t_start, resent = 0.0, 0
+        t_next = time.perf_counter()
         for i in range(warmup + steps):
+            if rate_hz:
+                # as an rcl timer: on the period's grid, periods already past skipped (a
+                # re-sent ping must not make the next ones go back to back)
+                now = time.perf_counter()
+                if t_next > now:
+                    time.sleep(t_next - now)
+                else:
+                    t_next += math.floor((now - t_next) * rate_hz) / rate_hz
+                t_next += 1.0 / rate_hz
             if i == warmup:
                 t_start = time.perf_counter()
             got.clear()
@@ -181,6 +194,7 @@ def ping(kind: str, steps: int, warmup: int = 200) -> dict[str, Any]:
     ms = lat * 1e3
     return {
         "executor": kind,
+        "paced_hz": rate_hz,
         "steps": steps,
         # timed pings whose state was lost and sent again (their round trip includes the wait)
         "resent": resent,
@@ -198,11 +212,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--executor", choices=EXECUTORS, default="default")
     p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--rate", type=float, default=None, help="paced at this rate (Hz)")
     p.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.echo:
         return echo(args.executor)
-    r = ping(args.executor, args.steps)
+    r = ping(args.executor, args.steps, rate_hz=args.rate)
     print(
         f"{r['executor']:8s} {r['rate_hz']:7.0f} Hz  period {r['period_ms']:.3f} ms  "
         f"p50 {r['latency_ms']['p50']:.3f}  p99 {r['latency_ms']['p99']:.3f} ms"

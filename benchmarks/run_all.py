@@ -55,6 +55,12 @@ def ros_loop_table(data: dict) -> list[str]:
             f"{f['executor']} executor | {f['rate_hz']:.0f} | {_ms(f['latency_ms']['p50'])} / "
             f"{_ms(f['latency_ms']['p99'])} | | | |"
         )
+    for hz, f in (data.get("paced_floors") or {}).items():
+        rows.append(
+            f"| floor as above, {f['executor']} executor, paced at {hz} Hz by the wall clock "
+            f"(both sides idle between steps, as in the timer cases) | {f['rate_hz']:.0f} | "
+            f"{_ms(f['latency_ms']['p50'])} / {_ms(f['latency_ms']['p99'])} | | | |"
+        )
     if "floor_ratios" in data:
         r, raw = data["floor_ratios"], data["raw_engine"]
         rows.append(
@@ -78,6 +84,17 @@ def ros_loop_table(data: dict) -> list[str]:
             f"lockstep at {r['camera_over_state_lockstep_rate'] * 100:.0f} % of the state-only "
             "lockstep rate (>= 80 %).",
         ]
+        paced = [
+            f"{name} {r[f'{name}_p99_over_paced_floor_p99']:.2f}x"
+            for name in ("state_100hz", "camera96_100hz", "state_500hz", "state_1khz")
+            if f"{name}_p99_over_paced_floor_p99" in r
+        ]
+        if paced:
+            rows += [
+                "",
+                "p99 of each timer case over the p99 of the floor paced at its rate (what bare "
+                "rclpy gets when both processes sleep between steps): " + "; ".join(paced) + ".",
+            ]
     m = data["machine"]
     rows.append("")
     rows.append(

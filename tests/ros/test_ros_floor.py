@@ -21,3 +21,11 @@ def test_each_ping_is_answered_with_its_own_stamp(kind: str) -> None:
     assert r["executor"] == kind and r["steps"] == 60
     assert r["rate_hz"] > 0
     assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
+
+
+def test_a_paced_floor_never_runs_ahead_of_its_rate() -> None:
+    """rate_hz paces the pings by the wall clock (the floor of the timer cases): the round
+    trips come no faster than the rate, each still answered with its own stamp."""
+    r = ping(EXECUTORS[-1], steps=40, warmup=5, rate_hz=200.0)
+    assert r["paced_hz"] == 200.0
+    assert r["rate_hz"] <= 200.0 * 1.02

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 IDLE_PERIOD_S = 0.1  # between episodes, the state goes out at this period (s)
 RESEND_S = 0.02  # lockstep: an observation not answered (or not recorded) after this goes again
+# realtime: a tick that finds the simulator behind the wall clock steps it this many times at
+# most to catch up (ticks late by more start the timeline afresh from now)
+MAX_CATCH_UP = 4
 
 
 class EpisodeWorld(Protocol):
@@ -464,6 +467,11 @@ class RunnerBridge(EpisodeBridge):
         self.frame = "world"
         self.old_timeline = 0  # chunks from before a reset, dropped quietly (see _on_trajectory)
         self._got_action = False
+        # realtime catch-up (see _steps_due): the wall time of the episode's first tick
+        self._own_clock = not getattr(backend, "realtime_only", False)
+        self._period_ns = round(self.spec.dt * 1e9)
+        self._rt_origin_ns: int | None = None
+        self._rt_ticks = 0
         self.topics = topics(node, cfg, self.spec, self._on_action, self._reject_action)
 
         self.pub_js = node.create_publisher(
@@ -566,10 +574,32 @@ class RunnerBridge(EpisodeBridge):
 
     # --- stepping ----------------------------------------------------------------------
     def _tick(self) -> None:
-        if self.running:
-            self._step()
-        else:
+        if not self.running:
+            self._rt_origin_ns = None
             self._idle_publish()
+            return
+        for _ in range(self._steps_due()):
+            self._step()
+            if not self.running or self.runner.done:
+                break
+
+    def _steps_due(self) -> int:
+        """Realtime: how many control steps this tick runs. One, unless earlier ticks came
+        late: the timer skips the periods it missed, so the simulator would fall behind the
+        wall clock (1-2 % at 1 kHz on a busy 2-core machine); it steps again until its steps
+        match the wall time since the episode's first tick. A simulator that keeps a clock
+        of its own (realtime_only: Isaac Sim playing) always steps once."""
+        if self._own_clock is False:
+            return 1
+        now = now_ns()
+        if self._rt_origin_ns is None:
+            self._rt_origin_ns, self._rt_ticks = now, 0
+        behind = round((now - self._rt_origin_ns) / self._period_ns) - self._rt_ticks
+        if behind > MAX_CATCH_UP:  # far behind (a pause, a slow reset): start afresh
+            self._rt_origin_ns, self._rt_ticks, behind = now, 0, 0
+        due = 1 + max(behind, 0)
+        self._rt_ticks += due
+        return due
 
     def _advance(self) -> None:
         """Lockstep: step once the current observation is answered and, with
@@ -617,6 +647,11 @@ class RunnerBridge(EpisodeBridge):
         env = obs.get("env_state")
         wait = self._wait_recorder  # bookkeeping for the recorder's acks, only when it counts
         for i, (name, pub) in enumerate(self.pub_objects.items()):
+            # an object's pose only where a node takes it in (a policy that reads
+            # env_state, the recorder, RViz): a pose nobody reads costs a conversion and a
+            # publish on every step of the loop
+            if not pub.get_subscription_count():
+                continue
             pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
             if wait:
                 self._sent_out(itf.object_pose_topic(name), stamp)
@@ -632,5 +667,5 @@ class RunnerBridge(EpisodeBridge):
         if wait:
             self._sent_out(itf.JOINT_STATES, stamp)
         self.pub_js.publish(js)
-        if self.pub_clock is not None:
+        if self.pub_clock is not None and self.pub_clock.get_subscription_count():
             self.pub_clock.publish(conv.clock_msg(stamp))
