@@ -51,7 +51,8 @@ def _contract(model: Path) -> dict[str, Any]:
 
 def example_feeds(contract: dict[str, Any], seed: int) -> dict[str, np.ndarray]:
     """Inputs of the shapes and dtypes model.json gives: low-dim values inside the training
-    range where model.json carries one (else standard normal), random images, normal noise."""
+    range where model.json carries one (else standard normal), random images, a random unit
+    instruction embedding, normal noise."""
     g = np.random.default_rng(seed)
     norm = contract.get("normalization", {})
     feeds = {}
@@ -59,6 +60,9 @@ def example_feeds(contract: dict[str, Any], seed: int) -> dict[str, np.ndarray]:
         shape, dtype = spec["shape"], np.dtype(spec.get("dtype", "float32"))
         if dtype == np.uint8:
             x = g.integers(0, 256, shape)
+        elif spec["key"] == "instruction":  # a unit vector, as the text encoder gives
+            x = g.standard_normal(shape)
+            x /= np.linalg.norm(x, axis=-1, keepdims=True)
         elif "min" in norm.get(spec["key"], {}):  # (an instruction's text_norm has no range)
             lo = np.asarray(norm[spec["key"]]["min"])
             hi = np.asarray(norm[spec["key"]]["max"])
