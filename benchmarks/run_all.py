@@ -84,11 +84,8 @@ def ros_loop_table(data: dict) -> list[str]:
             f"lockstep at {r['camera_over_state_lockstep_rate'] * 100:.0f} % of the state-only "
             "lockstep rate (>= 80 %).",
         ]
-        paced = [
-            f"{name} {r[f'{name}_p99_over_paced_floor_p99']:.2f}x"
-            for name in ("state_100hz", "camera96_100hz", "state_500hz", "state_1khz")
-            if f"{name}_p99_over_paced_floor_p99" in r
-        ]
+        suffix = "_p99_over_paced_floor_p99"
+        paced = [f"{k.removesuffix(suffix)} {v:.2f}x" for k, v in r.items() if k.endswith(suffix)]
         if paced:
             rows += [
                 "",

@@ -589,7 +589,7 @@ class RunnerBridge(EpisodeBridge):
         wall clock (1-2 % at 1 kHz on a busy 2-core machine); it steps again until its steps
         match the wall time since the episode's first tick. A simulator that keeps a clock
         of its own (realtime_only: Isaac Sim playing) always steps once."""
-        if self._own_clock is False:
+        if not self._own_clock:
             return 1
         now = now_ns()
         if self._rt_origin_ns is None:
