@@ -52,8 +52,18 @@ def _env() -> dict[str, str]:
     return graph_env(load_config(REPO / "configs/experiments/panda_lift_expert.yaml"))
 
 
-def echo(kind: str) -> int:
-    """The answering side: one JointTrajectory per JointState, until SIGTERM."""
+def busy(us: float) -> None:
+    """Spin on the clock for ``us`` microseconds: CPU work of a known length that touches
+    no memory (what a padded floor adds per message, see ``ping``)."""
+    if us > 0:
+        end = time.perf_counter_ns() + int(us * 1e3)
+        while time.perf_counter_ns() < end:
+            pass
+
+
+def echo(kind: str, work_us: float = 0.0) -> int:
+    """The answering side: one JointTrajectory per JointState (after ``work_us`` of busy
+    work), until SIGTERM."""
     import signal
 
     import rclpy
@@ -77,6 +87,7 @@ def echo(kind: str) -> int:
     )
 
     def on_state(msg: Any) -> None:
+        busy(work_us)
         out.header.stamp = msg.header.stamp
         point.positions = msg.position[:8]
         pub.publish(out)
@@ -95,12 +106,20 @@ def echo(kind: str) -> int:
     return 0
 
 
-def ping(kind: str, steps: int, warmup: int = 200, rate_hz: float | None = None) -> dict[str, Any]:
+def ping(
+    kind: str,
+    steps: int,
+    warmup: int = 200,
+    rate_hz: float | None = None,
+    work_us: tuple[float, float] = (0.0, 0.0),
+) -> dict[str, Any]:
     """Start an echo process with executor ``kind``, ping it ``warmup + steps`` times (each
     answer must carry its ping's stamp); the period (wall time per round trip over the timed
     steps) and the round trip's percentiles (ms). ``rate_hz``: paced, one ping per period
     of the wall clock (as a realtime sim bridge steps), both sides idle in between; else
-    the next ping goes as soon as the answer is in."""
+    the next ping goes as soon as the answer is in. ``work_us``: (ping side, echo side)
+    microseconds of busy work per round trip, each side's before it sends (a padded floor:
+    the transport plus CPU work of a known length, and no memory of Tether's)."""
     import rclpy
     from rclpy.context import Context
     from sensor_msgs.msg import JointState
@@ -109,7 +128,7 @@ def ping(kind: str, steps: int, warmup: int = 200, rate_hz: float | None = None)
     from tether_ros.interface import COMMAND_QOS, FAST_PUB, FAST_SUB, SENSOR_QOS
 
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--echo", "--executor", kind],
+        [sys.executable, __file__, "--echo", "--executor", kind, "--work-us", str(work_us[1])],
         env=_env(),
         stdout=subprocess.PIPE,
         text=True,
@@ -161,6 +180,7 @@ def ping(kind: str, steps: int, warmup: int = 200, rate_hz: float | None = None)
             if i == warmup:
                 t_start = time.perf_counter()
             got.clear()
+            busy(work_us[0])
             msg.header.stamp.nanosec = i
             msg.position[0] = float(i)
             t0 = time.perf_counter()
@@ -198,6 +218,7 @@ def ping(kind: str, steps: int, warmup: int = 200, rate_hz: float | None = None)
         "steps": steps,
         # timed pings whose state was lost and sent again (their round trip includes the wait)
         "resent": resent,
+        "work_us": list(work_us),
         "period_ms": wall / steps * 1e3,
         "rate_hz": steps / wall,
         "latency_ms": {
@@ -213,11 +234,14 @@ def main() -> int:
     p.add_argument("--executor", choices=EXECUTORS, default="default")
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--rate", type=float, default=None, help="paced at this rate (Hz)")
+    p.add_argument(
+        "--work-us", type=float, default=0.0, help="busy work per message on each side (us)"
+    )
     p.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.echo:
-        return echo(args.executor)
-    r = ping(args.executor, args.steps, rate_hz=args.rate)
+        return echo(args.executor, args.work_us)
+    r = ping(args.executor, args.steps, rate_hz=args.rate, work_us=(args.work_us, args.work_us))
     print(
         f"{r['executor']:8s} {r['rate_hz']:7.0f} Hz  period {r['period_ms']:.3f} ms  "
         f"p50 {r['latency_ms']['p50']:.3f}  p99 {r['latency_ms']['p99']:.3f} ms"

@@ -14,6 +14,13 @@ backend's own ``mj_step`` at the case's control rate, nothing else). ``floor_rat
 the state-only lockstep loop against the leanest floor: its period over (floor period + raw
 engine time per step), and its p99 over (floor p99 + raw engine time). The floors and the
 lockstep cases run ``--repeats`` times and keep the median run (short runs swing with load).
+
+What bounds the lockstep loop (``hot_path_us``, ``padded_floor``): Tether's own work per
+step timed in-process (the sim bridge's and the policy server's callbacks, fed each other's
+messages, no transport), warm and after a sleep; and the leanest floor padded with that much
+busy work per message on each side. The padded floor is the loop's period if Tether's work
+cost in the loop what it costs back to back; the loop over the padded floor is what the
+work's cold start after each wait adds.
 Writes benchmarks/results/ros_loop.json.
 """
 
@@ -94,6 +101,70 @@ def raw_engine(hz: float, steps: int = 3000) -> dict[str, Any]:
     }
 
 
+HOT_PATH_KEYS = (
+    "sim_bridge",
+    "policy_server",
+    "sim_bridge_after_idle",
+    "policy_server_after_idle",
+)
+
+
+def hot_path(steps: int = 3000, idle_s: float = 3e-4) -> dict[str, Any]:
+    """Tether's own work per lockstep step, without the transport: the sim bridge and the
+    policy server of the state-only lockstep case built in this process, each one's
+    callback fed the other's last message (their publishers replaced by a capture), timed
+    per step (us). ``sim_bridge`` / ``policy_server``: back to back, caches warm;
+    ``*_after_idle``: each callback after ``idle_s`` asleep, as in the loop, where each
+    process sleeps while the other works (its caches go cold)."""
+    import time
+
+    import numpy as np
+    import rclpy
+    from rclpy.context import Context
+
+    from tether_ros.policy_server import PolicyServer
+    from tether_ros.sim_bridge import SimBridge
+
+    cfg = load_config(EXPERIMENT, _overrides(500, "lockstep", False, "hold", 3600.0))
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        bridge, server = SimBridge(cfg, context=ctx), PolicyServer(cfg, context=ctx)
+        io, got = bridge.io, {}
+        io.pub_js.publish = lambda m: got.__setitem__("state", m)
+        server.output.pub.publish = lambda m: got.__setitem__("action", m)
+        io._start()  # publishes the first state
+        state_in = server.inputs.state._on_state
+        times: dict[str, list[int]] = {k: [] for k in HOT_PATH_KEYS}
+        clock = time.perf_counter_ns
+        for i in range(2 * steps + WARMUP_STEPS):
+            idle = i >= steps + WARMUP_STEPS  # the second half: each callback after a sleep
+            suffix = "_after_idle" if idle else ""
+            if idle:
+                time.sleep(idle_s)
+            t0 = clock()
+            state_in(got["state"])
+            policy_ns = clock() - t0
+            if idle:
+                time.sleep(idle_s)
+            t1 = clock()
+            io._on_trajectory(got["action"])
+            sim_ns = clock() - t1
+            if i >= WARMUP_STEPS:
+                times["policy_server" + suffix].append(policy_ns)
+                times["sim_bridge" + suffix].append(sim_ns)
+        simulated = io.runner.steps
+        bridge.destroy_node()
+        server.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    out: dict[str, Any] = {"steps": steps, "idle_s": idle_s, "steps_simulated": simulated}
+    for name, t in times.items():
+        us = np.asarray(t) * 1e-3
+        out[name] = {"mean_us": float(us.mean()), "p50_us": float(np.median(us))}
+    return out
+
+
 def leanest(floors: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The floor with the shorter period: what the loop's ratios are taken against."""
     return min(floors.values(), key=lambda f: f["period_ms"])
@@ -108,6 +179,8 @@ def floor_ratios(
     floors: dict[str, dict[str, Any]],
     raw: dict[str, Any],
     paced: dict[str, dict[str, Any]] | None = None,
+    padded: dict[str, Any] | None = None,
+    hot: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Issue #22's ratios: the loop's cases (by name, their ROS 2 side) against the leanest
     floor (the one with the shorter period), plus the raw engine time per control step for
@@ -144,6 +217,22 @@ def floor_ratios(
             # (target <= 1.5)
             out[f"{name}_rate_error"] = c["ros"]["achieved_hz"] / c["target_hz"] - 1
             out[f"{name}_p99_over_floor_p99"] = c["ros"]["latency_ms"]["p99"] / floor_p99
+    if padded is not None:
+        # the leanest floor with busy work per message as long as Tether's own work per step
+        # in-process (hot_path, caches warm): the period the loop would have if that work
+        # cost in the loop what it costs back to back
+        out["padded_floor_work_us"] = padded["work_us"]
+        out["padded_floor_period_ms"] = padded["period_ms"]
+        out["padded_floor_over_floor_plus_engine"] = padded["period_ms"] / bound_period
+        out["loop_over_padded_floor"] = period / padded["period_ms"]
+    if hot is not None:
+        # the floor plus Tether's work per step as it costs after a wait (each node sleeps
+        # while the other works): the period that work explains
+        cold_ms = (
+            hot["sim_bridge_after_idle"]["mean_us"] + hot["policy_server_after_idle"]["mean_us"]
+        ) * 1e-3
+        out["floor_plus_work_after_idle_ms"] = lean["period_ms"] + cold_ms
+        out["loop_over_floor_plus_work_after_idle"] = period / (lean["period_ms"] + cold_ms)
     for name, hz in PACED_CASES.items():
         f = (paced or {}).get(str(hz))
         if name in by and f is not None:
@@ -153,7 +242,24 @@ def floor_ratios(
     return out
 
 
-def run_ros(ov: list[str]) -> dict[str, Any]:
+def pin_each(pids: list[int]) -> list[int]:
+    """Pin every thread of process i to CPU i (modulo the CPUs this process may use); the
+    CPUs given, in order."""
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    given = []
+    for i, pid in enumerate(pids):
+        cpu = cpus[i % len(cpus)]
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), {cpu})
+        given.append(cpu)
+    return given
+
+
+def run_ros(ov: list[str], pin: bool = False) -> dict[str, Any]:
+    """One episode of the graph over ROS 2. ``pin``: each node process on a CPU of its own
+    (all its threads), set once the graph is up (issue #22's CPU-affinity option)."""
     from tether_ros.graph import GraphProcesses, graph_env, plan_graph
     from tether_ros.supervisor import EpisodeSupervisor
 
@@ -164,7 +270,14 @@ def run_ros(ov: list[str]) -> dict[str, Any]:
         EpisodeSupervisor(cfg, graph, env) as sup,
     ):
         sup.wait_ready()
-        return _stats(sup.run_episode())
+        cpus = pin_each([p.pid for p in graph.procs.values()]) if pin else None
+        result = sup.run_episode()
+        out = _stats(result)
+        if cpus is not None:
+            out["cpus"] = cpus
+        if "chunk_executor" in result:
+            out["chunk_executor"] = result["chunk_executor"]
+        return out
 
 
 def run_local(ov: list[str], realtime: bool) -> dict[str, Any]:
@@ -197,8 +310,23 @@ def main() -> int:
             f"p99 {f['latency_ms']['p99']:6.3f} ms",
             flush=True,
         )
-    # the same ping-pong paced by the wall clock, at the timer cases' rates (4 s each)
     lean_kind = leanest(floors)["executor"]
+    # Tether's own work per step, in-process, and the leanest floor padded with as much
+    # busy work per message (what bounds the lockstep loop, see hot_path)
+    hot = hot_path()
+    work = (hot["sim_bridge"]["mean_us"], hot["policy_server"]["mean_us"])
+    padded = _median_run(
+        [ping(lean_kind, args.floor_steps, work_us=work) for _ in range(args.repeats)], "rate_hz"
+    )
+    print(
+        f"Tether's work per step in-process: sim bridge {work[0]:.1f} us, policy server "
+        f"{work[1]:.1f} us (after {hot['idle_s'] * 1e6:.0f} us asleep: "
+        f"{hot['sim_bridge_after_idle']['mean_us']:.1f} / "
+        f"{hot['policy_server_after_idle']['mean_us']:.1f} us); {lean_kind} floor padded with "
+        f"it: {padded['rate_hz']:.1f} Hz",
+        flush=True,
+    )
+    # the same ping-pong paced by the wall clock, at the timer cases' rates (4 s each)
     paced_floors = {
         str(hz): ping(lean_kind, 4 * hz, warmup=hz // 2, rate_hz=hz)
         for hz in sorted(set(PACED_CASES.values()))
@@ -222,14 +350,23 @@ def main() -> int:
         ("expert_state_100hz", False, 100, "realtime", True, "scripted_expert"),
         # the loop as every node spun before ros.executor existed (the A/B of the executor)
         ("state_max_default_executor", False, 500, "lockstep", False, "hold"),
+        # each node process pinned to a CPU of its own (the A/B of CPU affinity)
+        ("state_max_pinned", False, 500, "lockstep", False, "hold"),
+        # the chunked path: the policy answers chunks of 16 rows on request, the chunk
+        # executor sends the bridge a row per control period on the wall clock
+        ("chunked_100hz", False, 100, "realtime", True, "hold"),
+        ("chunked_500hz", False, 500, "realtime", True, "hold"),
     ]
     out: list[dict[str, Any]] = []
     for name, camera, hz, mode, paced, policy in cases:
         ov = _overrides(hz, mode, camera, policy, d)
         if name.endswith("_default_executor"):
             ov.append("ros.executor=default")
+        if name.startswith("chunked"):
+            ov += ["ros.chunked=true", "policy.horizon=16"]
+        pin = name.endswith("_pinned")
         if mode == "lockstep":
-            runs = [run_ros(ov) for _ in range(args.repeats)]
+            runs = [run_ros(ov, pin) for _ in range(args.repeats)]
             ros = _median_run(runs, "achieved_hz")
             ros["repeat_rates_hz"] = [r["achieved_hz"] for r in runs]
         else:
@@ -261,7 +398,7 @@ def main() -> int:
         "state_500hz_p99_le_2ms": by["state_500hz"]["ros"]["latency_ms"]["p99"] <= 2.0,
         "camera_p99_le_5ms": by["camera96_100hz"]["ros"]["latency_ms"]["p99"] <= 5.0,
     }
-    ratios = floor_ratios(by, floors, raw, paced_floors)
+    ratios = floor_ratios(by, floors, raw, paced_floors, padded, hot)
     targets["lockstep_period_le_1_25x_floor_plus_engine"] = ratios["ratio_period"] <= 1.25
     targets["lockstep_p99_le_1_5x_floor_plus_engine"] = ratios["ratio_p99"] <= 1.5
     print(
@@ -276,6 +413,8 @@ def main() -> int:
             "floors": floors,
             "paced_floors": paced_floors,
             "raw_engine": raw,
+            "hot_path_us": hot,
+            "padded_floor": padded,
             "floor_ratios": ratios,
             "cases": out,
             "targets": targets,

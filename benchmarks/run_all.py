@@ -61,6 +61,15 @@ def ros_loop_table(data: dict) -> list[str]:
             f"(both sides idle between steps, as in the timer cases) | {f['rate_hz']:.0f} | "
             f"{_ms(f['latency_ms']['p50'])} / {_ms(f['latency_ms']['p99'])} | | | |"
         )
+    padded = data.get("padded_floor")
+    if padded:
+        sim_us, policy_us = padded["work_us"]
+        rows.append(
+            f"| floor as above, {padded['executor']} executor, padded with busy work per "
+            f"message as long as Tether's work per step in-process (sim side {sim_us:.0f} us, "
+            f"policy side {policy_us:.0f} us) | {padded['rate_hz']:.0f} | "
+            f"{_ms(padded['latency_ms']['p50'])} / {_ms(padded['latency_ms']['p99'])} | | | |"
+        )
     if "floor_ratios" in data:
         r, raw = data["floor_ratios"], data["raw_engine"]
         rows.append(
@@ -69,6 +78,13 @@ def ros_loop_table(data: dict) -> list[str]:
             f"{r['target_ratio_period']} / {r['target_ratio_p99']}) | "
             f"{_ms(r['ratio_period'])} | {_ms(r['ratio_p99'])} | | | |"
         )
+        if "padded_floor_over_floor_plus_engine" in r:
+            rows.append(
+                "| the padded floor against the same (the period if Tether's work cost in the "
+                "loop what it costs back to back) / state_max against the padded floor | "
+                f"{_ms(r['padded_floor_over_floor_plus_engine'])} | "
+                f"{_ms(r['loop_over_padded_floor'])} | | | |"
+            )
         timers = [
             f"{name} rate {r[f'{name}_rate_error'] * 100:+.1f} %, p99 "
             f"{r[f'{name}_p99_over_floor_p99']:.2f}x the floor's"
@@ -92,6 +108,43 @@ def ros_loop_table(data: dict) -> list[str]:
                 "p99 of each timer case over the p99 of the floor paced at its rate (what bare "
                 "rclpy gets when both processes sleep between steps): " + "; ".join(paced) + ".",
             ]
+    chunked = [c for c in data["cases"] if "chunk_executor" in c["ros"]]
+    if chunked:
+        parts = []
+        for c in chunked:
+            ros, ex = c["ros"], c["ros"]["chunk_executor"]
+            lat = ex["inference_latency_ms"]
+            parts.append(
+                f"{c['case']}: {ros['stale_steps']} of {ros['steps']} steps found no row in "
+                f"force (the watchdog held), the executor asked for {ex['chunks']} chunks "
+                f"(request -> chunk p50 {lat['p50']:.2f} / p99 {lat['p99']:.2f} ms) with "
+                f"{ex['underruns']} underrun(s)"
+            )
+        rows += [
+            "",
+            "The chunked path (`ros.chunked: true`, a chunk executor between the policy server "
+            "and the sim bridge; its latency column is observation -> the row in force, a "
+            "period or more by design): " + "; ".join(parts) + ".",
+        ]
+    hot = data.get("hot_path_us")
+    if hot:
+        text = (
+            "Tether's work per lockstep step in-process (`hot_path_us`: the two nodes' callbacks "
+            "fed each other's messages, no transport), mean: sim bridge "
+            f"{hot['sim_bridge']['mean_us']:.0f} us (the engine step included), policy server "
+            f"{hot['policy_server']['mean_us']:.0f} us back to back; "
+            f"{hot['sim_bridge_after_idle']['mean_us']:.0f} us and "
+            f"{hot['policy_server_after_idle']['mean_us']:.0f} us each after "
+            f"{hot['idle_s'] * 1e6:.0f} us asleep, as each node waits for the other in the loop."
+        )
+        r = data.get("floor_ratios", {})
+        if "floor_plus_work_after_idle_ms" in r:
+            text += (
+                f" The floor plus the work after a sleep: {r['floor_plus_work_after_idle_ms']:.3f}"
+                f" ms per step; state_max's period is "
+                f"{r['loop_over_floor_plus_work_after_idle']:.2f}x that."
+            )
+        rows += ["", text]
     m = data["machine"]
     rows.append("")
     rows.append(

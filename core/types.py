@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,11 +90,14 @@ class ActionChunk:
 
         A small tolerance (1 % of dt) absorbs float rounding of stamps.
         """
+        # (plain float arithmetic: asked at every control step, twice in the sim bridge)
+        step = self.dt * 1e9
         tol = 0.01 * self.dt * 1e9
-        if t_ns < self.t0_ns - tol or t_ns >= self.end_ns() - tol:
+        t0, n = self.t0_ns, self.actions.shape[0]
+        if t_ns < t0 - tol or t_ns >= t0 + round(n * self.dt * 1e9) - tol:
             return None
-        i = int(np.floor((t_ns - self.t0_ns + tol) / (self.dt * 1e9)))
-        return self.actions[min(max(i, 0), self.horizon - 1)]
+        i = math.floor((t_ns - t0 + tol) / step)
+        return self.actions[min(max(i, 0), n - 1)]
 
     def shifted(self, delta: np.ndarray) -> ActionChunk:
         """This chunk plus ``delta`` (broadcast to (horizon, dim)): residual composition."""

@@ -104,7 +104,7 @@ class SimRunner:
         if chunk.dim != self.spec.action.dim:
             self.rejected += 1
             raise InvalidCommand(f"chunk has {chunk.dim} columns, expected {self.spec.action.dim}")
-        if not np.all(np.isfinite(chunk.actions)):
+        if not np.isfinite(chunk.actions).all():
             self.rejected += 1
             raise InvalidCommand("chunk contains NaN or inf")
         if self.obs is not None:

@@ -59,6 +59,7 @@ def test_trajectory_joint_order_is_normalised(panda):
         "empty",
         "duplicate",
         "uneven_time",
+        "huge",
     ],
 )
 def test_bad_trajectories_are_rejected(panda, fault):
@@ -82,8 +83,70 @@ def test_bad_trajectories_are_rejected(panda, fault):
         msg.joint_names = [names[0]] * len(names)
     elif fault == "uneven_time":
         msg.points[2].time_from_start = conv.to_duration(15_000_000)
+    elif fault == "huge":  # finite in float64, beyond float32
+        msg.points[1].positions = [0.0] * (len(names) - 1) + [1e39]
     with pytest.raises(InvalidCommand):
         conv.trajectory_to_chunk(msg, panda)
+
+
+def _fields(msg):
+    """A message's content as plain values (arrays as lists), to compare two messages."""
+    out = {}
+    for name in msg.get_fields_and_field_types():
+        v = getattr(msg, name)
+        if hasattr(v, "get_fields_and_field_types"):
+            v = _fields(v)
+        elif isinstance(v, list) and v and hasattr(v[0], "get_fields_and_field_types"):
+            v = [_fields(x) for x in v]
+        elif not isinstance(v, str):
+            v = list(v) if hasattr(v, "__len__") else v
+        out[name] = v
+    return out
+
+
+def test_trajectory_writer_writes_what_chunk_to_trajectory_builds(panda):
+    """The policy server's reused message: the same content as a fresh one for chunks of
+    changing length and spacing, and what trajectory_to_chunk reads back."""
+    names = panda.action.names
+    writer = conv.TrajectoryWriter(names)
+    rng = np.random.default_rng(3)
+    first = None
+    for horizon, dt, t0 in ((1, 0.01, 5), (1, 0.01, 7_000_000_123), (4, 0.01, 9), (4, 0.02, 11)):
+        chunk = ActionChunk(rng.uniform(-1, 1, (horizon, len(names))), dt, t0)
+        msg = writer.write(chunk)
+        first = first or msg
+        assert msg is first  # one message, rewritten
+        assert _fields(msg) == _fields(conv.chunk_to_trajectory(chunk, names))
+        back = conv.trajectory_to_chunk(msg, panda)
+        np.testing.assert_array_equal(back.actions, chunk.actions)
+        assert back.t0_ns == t0
+
+
+def test_joint_state_writer_writes_what_joint_state_msg_builds(panda):
+    names = panda.state_names
+    writer = conv.JointStateWriter(names)
+    rng = np.random.default_rng(4)
+    for stamp in (0, 1_999_999_999, 12_345_678_901_234):
+        q = rng.uniform(-1, 1, len(names)).astype(np.float32)
+        for v in (None, rng.uniform(-1, 1, len(names)).astype(np.float32)):
+            msg = writer.write(stamp, q, v)
+            assert _fields(msg) == _fields(conv.joint_state_msg(stamp, names, q, v))
+            np.testing.assert_array_equal(conv.joint_state_to_array(msg, names), q)
+
+
+def test_rotate_is_the_cross_product_formula_bit_for_bit():
+    """_rotate (odometry in and out) in Python floats gives exactly what the np.cross form
+    v + w t + u x t, t = 2 u x v, gives."""
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        q = rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        v = rng.normal(size=3) * 10
+        for inverse in (False, True):
+            u = -q[1:] if inverse else q[1:]
+            t = 2.0 * np.cross(u, v)
+            want = v + q[0] * t + np.cross(u, t)
+            np.testing.assert_array_equal(conv._rotate(q, v, inverse), want)
 
 
 def test_joint_state_round_trip_and_reordering(panda):

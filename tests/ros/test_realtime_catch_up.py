@@ -57,3 +57,33 @@ def test_far_behind_starts_the_timeline_afresh(monkeypatch: pytest.MonkeyPatch) 
 def test_a_world_with_its_own_clock_steps_once_per_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     b = _bridge(own_clock=False)
     assert _ticks(monkeypatch, b, [0, 5 * PERIOD, 9 * PERIOD]) == [1, 1, 1]
+
+
+def test_readers_ask_the_middleware_at_most_once_per_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bridge's "does any node read this topic" (object poses, /clock, a drone's imu):
+    asked of the publisher at most once per READERS_TTL_NS, so a node that subscribes is
+    served from at most that long after; forget() (an episode's start) asks afresh."""
+    ttl = runner_mod.READERS_TTL_NS
+
+    class Pub:  # a publisher's one call the bridge makes here
+        count, asked = 0, 0
+
+        def get_subscription_count(self) -> int:
+            self.asked += 1
+            return self.count
+
+    pub = Pub()
+    read = runner_mod.Readers()
+
+    def at(t: int) -> bool:
+        monkeypatch.setattr(runner_mod, "now_ns", lambda: t)
+        return read(pub)
+
+    assert not at(0) and pub.asked == 1
+    pub.count = 1  # a node subscribes
+    assert not at(ttl // 2) and pub.asked == 1  # not asked again within the ttl
+    assert at(ttl + 1) and pub.asked == 2
+    pub.count = 0
+    assert at(ttl + 2) and pub.asked == 2
+    read.forget()
+    assert not at(ttl + 3) and pub.asked == 3

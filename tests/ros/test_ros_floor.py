@@ -32,3 +32,26 @@ def test_a_paced_floor_never_runs_ahead_of_its_rate() -> None:
     # the timed pings start on ticks at least one period apart: steps - 1 periods at least
     # from the first to the last
     assert r["rate_hz"] <= 200.0 * steps / (steps - 1) * (1 + 1e-9)
+
+
+def test_a_padded_floor_spends_its_work_on_every_round_trip() -> None:
+    """work_us pads each side with busy work per message (the floor with as much CPU work as
+    Tether's per step): every timed round trip takes at least the echo side's work, and the
+    period at least both sides' work together."""
+    steps, work = 40, (1500.0, 2500.0)
+    r = ping(EXECUTORS[-1], steps=steps, warmup=5, work_us=work)
+    assert r["work_us"] == list(work)
+    assert r["latency_ms"]["p50"] >= work[1] * 1e-3  # the echo's work is inside the round trip
+    assert r["period_ms"] >= sum(work) * 1e-3
+
+
+def test_hot_path_times_both_callbacks_of_a_lockstep_step() -> None:
+    """ros_loop.hot_path: the sim bridge's and the policy server's work per step, in one
+    process, fed each other's messages: the simulator really steps once per answered
+    action (the measurement is of the loop's work, not of an idle callback)."""
+    import ros_loop
+
+    hot = ros_loop.hot_path(steps=30, idle_s=1e-4)
+    for key in ros_loop.HOT_PATH_KEYS:
+        assert hot[key]["mean_us"] > 0
+    assert hot["steps_simulated"] == 2 * 30 + ros_loop.WARMUP_STEPS

@@ -38,6 +38,11 @@ from tether_ros import conversions as conv
 from tether_ros import interface as itf
 from tether_ros.runtime import experiment_from_params, run_node
 
+# rows sent each tick, the first one period before now (see _tick)
+ROWS_PER_TICK = 3
+# the cadence report covers the latest this many ticks (and chunk latencies); older ones go
+CADENCE_TICKS = 200
+
 ACTION_CHUNK = "action_chunk"
 CHUNK_REQUEST = "chunk_request"
 
@@ -59,6 +64,7 @@ class ChunkExecutor(Node):
         self.latency_ms: list[float] = []
         self.ticks: list[int] = []
         self.pub = self.create_publisher(JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS)
+        self._rows = conv.TrajectoryWriter(self.spec.action.names)  # one message, rewritten
         self.req = self.create_publisher(Header, CHUNK_REQUEST, itf.COMMAND_QOS)
         self.cadence = self.create_publisher(String, "~/cadence", itf.COMMAND_QOS)
         self.create_subscription(JointTrajectory, ACTION_CHUNK, self._on_chunk, itf.COMMAND_QOS)
@@ -101,6 +107,8 @@ class ChunkExecutor(Node):
         now = self.now_ns()
         if self.pending_since is not None:
             self.latency_ms.append((time.monotonic_ns() - self.pending_wall_ns) * 1e-6)
+            if len(self.latency_ms) > 2 * CADENCE_TICKS:
+                del self.latency_ms[:CADENCE_TICKS]
             self.pending_since = None
         self.queue.add(chunk, now)
 
@@ -109,6 +117,8 @@ class ChunkExecutor(Node):
         if self.ticks and now < self.ticks[-1]:
             self._time_jumped_back()
         self.ticks.append(now)
+        if len(self.ticks) > 2 * CADENCE_TICKS:  # (the cadence report reads the latest ones)
+            del self.ticks[:CADENCE_TICKS]
         if self.queue.needs_more(now) and self.pending_since is None:
             self.pending_since, self.pending_wall_ns = now, time.monotonic_ns()
             self.req.publish(Header(stamp=conv.to_time(now)))
@@ -124,12 +134,16 @@ class ChunkExecutor(Node):
             except InvalidCommand as exc:
                 self.get_logger().warning(f"rejected action: {exc}", throttle_duration_sec=1.0)
         out, _stale = self.safety.output(t_s, self.measured)
-        # in force from one period before now to one after: a bridge whose observation is a
-        # period older or newer than this clock reading (a simulator with a clock of its own,
-        # Isaac Sim, sampled by the bridge on its own timer) still finds the row for it
+        # in force from one period before now to two after: a bridge whose observation is a
+        # period older than this clock reading (a simulator with a clock of its own, Isaac
+        # Sim, sampled by the bridge on its own timer), or already a period newer (this clock
+        # is the sim's /clock, a hop behind the bridge: at 500 Hz the bridge has often stepped
+        # again by the time the rows for now arrive; with rows ending one period after now,
+        # 23 % of its steps found none, benchmarks/ros_loop.py chunked_500hz) still finds
+        # the row for it
         dt_ns = round(self.spec.dt * 1e9)
-        rows = ActionChunk(np.stack([out, out]), self.spec.dt, now - dt_ns)
-        self.pub.publish(conv.chunk_to_trajectory(rows, self.spec.action.names))
+        rows = ActionChunk(np.stack([out] * ROWS_PER_TICK), self.spec.dt, now - dt_ns)
+        self.pub.publish(self._rows.write(rows))
 
     def _time_jumped_back(self) -> None:
         """The clock went back (a simulator reset starts a new episode at t = 0), or a new
@@ -143,13 +157,13 @@ class ChunkExecutor(Node):
 
     def cadence_report(self) -> dict[str, Any]:
         """Achieved control rate, request -> chunk latency, queue counters."""
-        t = np.asarray(self.ticks[-200:], np.float64)
+        t = np.asarray(self.ticks[-CADENCE_TICKS:], np.float64)
         hz = (len(t) - 1) / ((t[-1] - t[0]) * 1e-9) if len(t) > 1 and t[-1] > t[0] else 0.0
         s = self.queue.stats
         return {
             "achieved_hz": round(hz, 2),
             "target_hz": self.spec.control_hz,
-            "inference_latency_ms": percentiles_ms(self.latency_ms[-200:]),
+            "inference_latency_ms": percentiles_ms(self.latency_ms[-CADENCE_TICKS:]),
             "underruns": s.underruns,
             "executed": s.executed,
             "chunks": s.chunks,

@@ -22,6 +22,8 @@ from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.types import ActionChunk
 
 NS = 1_000_000_000
+# the largest finite float32: a command beyond it is not a command
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 def to_time(ns: int) -> Time:
@@ -57,6 +59,33 @@ def joint_state_msg(
     return msg
 
 
+class JointStateWriter:
+    """:func:`joint_state_msg` for one publisher's hot path (a bridge's joint_states at the
+    control rate): one message with the names set once, its stamp and arrays rewritten per
+    call. The message returned is valid until the next call (a publish serialises it at
+    once)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.msg = JointState()
+        self.msg.name = list(names)
+
+    def write(
+        self, stamp_ns: int, position: np.ndarray, velocity: np.ndarray | None = None
+    ) -> JointState:
+        msg = self.msg
+        stamp = msg.header.stamp
+        stamp.sec, stamp.nanosec = divmod(int(stamp_ns), NS)
+        msg.position = _doubles(position)
+        msg.velocity = array.array("d") if velocity is None else _doubles(velocity)
+        return msg
+
+
+def _doubles(values: ArrayLike) -> array.array:
+    """float64 array.array of ``values``, flattened: a message's double[] field, as
+    ``joint_state_msg``'s list but without building one."""
+    return array.array("d", np.asarray(values, np.float64).tobytes())
+
+
 def joint_state_to_array(msg: JointState, names: tuple[str, ...]) -> np.ndarray:
     """Positions of ``names`` (in that order) from a JointState, float32 shape (len(names),)."""
     got = msg.name
@@ -67,7 +96,7 @@ def joint_state_to_array(msg: JointState, names: tuple[str, ...]) -> np.ndarray:
         if isinstance(msg.position, array.array)
         else np.asarray(msg.position, np.float64)
     )
-    if len(got) == len(names) and all(a == b for a, b in zip(got, names, strict=True)):
+    if tuple(got) == tuple(names):
         return pos.astype(np.float32)  # the usual case: same order, no lookup
     index = {n: i for i, n in enumerate(got)}
     missing = [n for n in names if n not in index]
@@ -92,6 +121,34 @@ def chunk_to_trajectory(chunk: ActionChunk, names: tuple[str, ...]) -> JointTraj
     return msg
 
 
+class TrajectoryWriter:
+    """:func:`chunk_to_trajectory` for one publisher's hot path (a policy server's answer
+    per observation): one message with the joint names set once, its points kept while the
+    chunks keep their length and spacing. The message returned is valid until the next call
+    (a publish serialises it at once)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.msg = JointTrajectory()
+        self.msg.joint_names = list(names)
+        self._layout: tuple[int, int] | None = None
+
+    def write(self, chunk: ActionChunk) -> JointTrajectory:
+        msg = self.msg
+        stamp = msg.header.stamp
+        stamp.sec, stamp.nanosec = divmod(int(chunk.t0_ns), NS)
+        rows = np.asarray(chunk.actions, np.float64)
+        layout = (rows.shape[0], round(chunk.dt * NS))
+        if layout != self._layout:
+            msg.points = [
+                JointTrajectoryPoint(time_from_start=to_duration(i * layout[1]))
+                for i in range(layout[0])
+            ]
+            self._layout = layout
+        for point, row in zip(msg.points, rows, strict=True):
+            point.positions = array.array("d", row.tobytes())
+        return msg
+
+
 def trajectory_to_chunk(msg: JointTrajectory, spec: RobotSpec) -> ActionChunk:
     """Validate a JointTrajectory against the robot's action spec and return an ActionChunk.
 
@@ -99,32 +156,42 @@ def trajectory_to_chunk(msg: JointTrajectory, spec: RobotSpec) -> ActionChunk:
     needs one finite position per joint; points must be evenly spaced in time_from_start.
     """
     want = spec.action.names
-    got = list(msg.joint_names)
-    if len(got) != len(set(got)):
-        raise InvalidCommand(f"trajectory has duplicate joint names {got}")
-    if set(got) != set(want):
-        unknown = sorted(set(got) - set(want))
-        missing = sorted(set(want) - set(got))
-        raise InvalidCommand(
-            f"trajectory joint names do not match the robot: unknown {unknown}, missing {missing}"
-        )
-    if not msg.points:
+    got = msg.joint_names
+    order: list[int] | None = None
+    if tuple(got) != want:  # (the usual case, the action's own order, is one comparison)
+        got = list(got)
+        if len(got) != len(set(got)):
+            raise InvalidCommand(f"trajectory has duplicate joint names {got}")
+        if set(got) != set(want):
+            unknown = sorted(set(got) - set(want))
+            missing = sorted(set(want) - set(got))
+            raise InvalidCommand(
+                f"trajectory joint names do not match the robot: unknown {unknown}, "
+                f"missing {missing}"
+            )
+        order = [got.index(name) for name in want]
+    points = msg.points
+    if not points:
         raise InvalidCommand("trajectory has no points")
     n = len(want)
-    rows = [p.positions for p in msg.points]
+    rows = [p.positions for p in points]
     for k, r in enumerate(rows):
         if len(r) != n:
             raise InvalidCommand(f"trajectory point {k} has {len(r)} positions, expected {n}")
-    actions = np.array(rows, np.float64)
-    if not np.isfinite(actions).all():
-        raise InvalidCommand("trajectory contains NaN or inf")
-    if (np.abs(actions) > np.finfo(np.float32).max).any():
+    if len(rows) == 1 and isinstance(rows[0], array.array):
+        actions = np.frombuffer(rows[0], np.float64).reshape(1, n)
+    else:
+        actions = np.array(rows, np.float64)
+    # one pass for the usual, valid case: NaN fails the comparison, inf and values beyond
+    # float32 exceed the bound
+    if not np.abs(actions).max() <= F32_MAX:
+        if not np.isfinite(actions).all():
+            raise InvalidCommand("trajectory contains NaN or inf")
         raise InvalidCommand("trajectory contains values beyond float32 (huge)")
-    if got != list(want):
-        order = [got.index(name) for name in want]
+    if order is not None:
         actions = actions[:, order]
-    times = [from_duration(p.time_from_start) for p in msg.points]
-    if len(times) > 1:
+    if len(points) > 1:
+        times = [from_duration(p.time_from_start) for p in points]
         steps = np.diff(times)
         if np.any(steps <= 0):
             raise InvalidCommand("trajectory time_from_start must increase strictly")
@@ -133,6 +200,7 @@ def trajectory_to_chunk(msg: JointTrajectory, spec: RobotSpec) -> ActionChunk:
             raise InvalidCommand("trajectory points must be evenly spaced in time")
         dt = dt_ns / NS
     else:
+        times = [from_duration(points[0].time_from_start)]
         dt = spec.dt
     # a first point later than the stamp shifts the chunk's start
     return ActionChunk(actions.astype(np.float32), dt, from_time(msg.header.stamp) + times[0])
@@ -225,11 +293,21 @@ LOW_LEVEL_CHANNELS: dict[str, tuple[str, ...]] = {
 
 def _rotate(q_wxyz: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
     """Rotate a vector (3,) by a unit quaternion wxyz (body -> world; inverse: world -> body)."""
-    w, u = float(q_wxyz[0]), np.asarray(q_wxyz[1:], np.float64)
+    # the same products and sums as np.cross (bit for bit), in Python floats: two np.cross
+    # calls on 3-vectors cost about ten times as much, and this runs for every odometry
+    # message at the control rate (both ends of a drone's loop)
+    w, ux, uy, uz = (float(x) for x in q_wxyz[:4])
     if inverse:
-        u = -u
-    t = 2.0 * np.cross(u, v)
-    return np.asarray(v, np.float64) + w * t + np.cross(u, t)
+        ux, uy, uz = -ux, -uy, -uz
+    vx, vy, vz = (float(x) for x in v[:3])
+    tx, ty, tz = 2.0 * (uy * vz - uz * vy), 2.0 * (uz * vx - ux * vz), 2.0 * (ux * vy - uy * vx)
+    return np.array(
+        (
+            vx + w * tx + (uy * tz - uz * ty),
+            vy + w * ty + (uz * tx - ux * tz),
+            vz + w * tz + (ux * ty - uy * tx),
+        )
+    )
 
 
 def _unit_quat(q: np.ndarray) -> np.ndarray:

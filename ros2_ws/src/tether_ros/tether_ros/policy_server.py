@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import deque
 from typing import Any
 
 from rclpy.node import Node
@@ -60,7 +61,9 @@ class PolicyServer(Node):
         )
         self.last_stamp: int | None = None
         self.last_chunk: ActionChunk | None = None
-        self.infer_ms: list[float] = []
+        # the latest 10,000 inference times (a deque: trimming a full list at every
+        # observation moves all of it)
+        self.infer_ms: deque[float] = deque(maxlen=10000)
 
         self.create_service(Trigger, "~/reset", self._srv_reset)
         self.chunk_mode = bool(self.declare_parameter("chunk_mode", False).value)
@@ -174,7 +177,6 @@ class PolicyServer(Node):
                 "no instruction yet: holding the robot until one arrives on 'instruction'"
             )
             self._report("waiting", {"reason": "no instruction", "holding": True})
-        del self.infer_ms[:-10000]
         chunk.t0_ns = obs.stamp_ns
         return chunk
 

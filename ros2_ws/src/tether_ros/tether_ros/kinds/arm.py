@@ -57,12 +57,13 @@ class ArmTopics:
         on_reject: Callable[[Exception], None],
     ) -> None:
         self.names = spec.state_names
+        self._js = conv.JointStateWriter(self.names)
 
     def publish(self, obs: Observation) -> tuple[str, ...]:
         return ()  # (joint_states is all an arm has: the bridge publishes it)
 
     def joint_states(self, obs: Observation) -> JointState:
-        return conv.joint_state_msg(obs.stamp_ns, self.names, obs["state"], obs.get("velocity"))
+        return self._js.write(obs.stamp_ns, obs["state"], obs.get("velocity"))
 
 
 class JointStateInputs:

@@ -172,6 +172,7 @@ class DroneBridge(EpisodeBridge):
         log = node.get_logger()
 
         self.pubs: dict[str, tuple[Any, Any, Any]] = {}
+        self._frame_ids: dict[str, tuple[str, str]] = {}
         # each drone's odom, imu and target topics (what the recorder acknowledges)
         self.topic_names: dict[str, tuple[str, str, str]] = {}
         for d in self.fleet.drones:
@@ -346,29 +347,41 @@ class DroneBridge(EpisodeBridge):
         wall = now_ns()
         wait = self._wait_recorder  # bookkeeping for the recorder's acks, only when it counts
         for d in self.fleet.drones:
-            odom_frame, body = conv.frame_ids(self._ns(d))
+            odom_frame, body = self._frames(d)
             pub_odom, pub_imu, pub_target = self.pubs[d.name]
             odom_topic, imu_topic, target_topic = self.topic_names[d.name]
-            if d.target is not None:
+            # the target and the imu only where a node reads them (a policy, the recorder,
+            # RViz; all of them while the recorder acknowledges): each costs a message and a
+            # publish per drone and control step
+            if d.target is not None and (wait or self._read(pub_target)):
                 pub_target.publish(conv.pose_msg(d.target, stamp, odom_frame))
                 if wait:
                     self._sent_out(target_topic, stamp)
-            pub_imu.publish(conv.imu_msg(d.state, d.accel, stamp, body))
+            if wait or self._read(pub_imu):
+                pub_imu.publish(conv.imu_msg(d.state, d.accel, stamp, body))
+                if wait:
+                    self._sent_out(imu_topic, stamp)
             if self.running:
                 self.latency[d.name].mark(stamp, wall)
             if wait:
-                self._sent_out(imu_topic, stamp)
                 self._sent_out(odom_topic, stamp)
             pub_odom.publish(conv.odometry_msg(d.state, stamp, odom_frame, body))
             if not resend:
                 self._answered[d.name] = False
         self._published(stamp)
-        if self.pub_clock is not None:
+        if self.pub_clock is not None and self._read(self.pub_clock):
             self.pub_clock.publish(conv.clock_msg(stamp))
 
     def _ns(self, d: Drone) -> str:
         base = self.node.get_namespace().strip("/")
         return "/".join(x for x in (base, d.name) if x)
+
+    def _frames(self, d: Drone) -> tuple[str, str]:
+        """The drone's odometry and body frame ids (fixed: asked once per drone)."""
+        frames = self._frame_ids.get(d.name)
+        if frames is None:
+            frames = self._frame_ids[d.name] = conv.frame_ids(self._ns(d))
+        return frames
 
     def rate_hz(self) -> float | None:
         """Achieved control rate over the last (up to) 1000 steps, wall clock."""

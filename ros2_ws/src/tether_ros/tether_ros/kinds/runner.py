@@ -52,6 +52,9 @@ RESEND_S = 0.02  # lockstep: an observation not answered (or not recorded) after
 # realtime: a tick that finds the simulator behind the wall clock steps it this many times at
 # most to catch up (ticks late by more start the timeline afresh from now)
 MAX_CATCH_UP = 4
+# how old the answer to "does any node read this topic" may be (ns): the answer changes as
+# nodes come and go, asking the middleware costs microseconds at every control step
+READERS_TTL_NS = 50_000_000
 
 
 class EpisodeWorld(Protocol):
@@ -98,6 +101,26 @@ class EpisodeWorld(Protocol):
         """The cameras whose next frame (at their fps, in sim time) is due now."""
 
 
+class Readers:
+    """Whether a node subscribes to a publisher, asked of the middleware at most every
+    ``READERS_TTL_NS``: the bridge publishes object poses and /clock only where a node reads
+    them, and a node that subscribes gets them from at most that long after."""
+
+    def __init__(self) -> None:
+        self._known: dict[Any, tuple[bool, int]] = {}
+
+    def forget(self) -> None:
+        """Ask afresh next time (an episode starts: a node that just subscribed counts)."""
+        self._known.clear()
+
+    def __call__(self, pub: Any) -> bool:
+        now = now_ns()
+        known = self._known.get(pub)
+        if known is None or now - known[1] > READERS_TTL_NS:
+            known = self._known[pub] = (pub.get_subscription_count() > 0, now)
+        return known[0]
+
+
 def recorded_topics(
     cfg: ExperimentConfig, spec: RobotSpec, objects: Iterable[str]
 ) -> frozenset[str]:
@@ -142,6 +165,7 @@ class EpisodeBridge:
         self._sent: dict[str, int] = {}
         self._acked: dict[str, int] = {}
         self._held = False  # answered, but the recorder has not taken the observation in yet
+        self._read = Readers()
 
         # a simulator with a clock of its own (Isaac Sim) publishes /clock itself
         self.pub_clock = (
@@ -255,6 +279,7 @@ class EpisodeBridge:
         if started is not None:
             started()
         self.running = True
+        self._read.forget()
         obs = self.world.obs
         assert obs is not None
         start = {"episode": self.world.episode, "seed": self.world.seed, "stamp_ns": obs.stamp_ns}
@@ -650,7 +675,7 @@ class RunnerBridge(EpisodeBridge):
             # an object's pose only where a node takes it in (a policy that reads
             # env_state, the recorder, RViz): a pose nobody reads costs a conversion and a
             # publish on every step of the loop
-            if not pub.get_subscription_count():
+            if not (wait or self._read(pub)):  # (the recorder's acks count every topic)
                 continue
             pub.publish(conv.pose_msg(env[7 * i : 7 * i + 7], stamp, self.frame))
             if wait:
@@ -667,5 +692,5 @@ class RunnerBridge(EpisodeBridge):
         if wait:
             self._sent_out(itf.JOINT_STATES, stamp)
         self.pub_js.publish(js)
-        if self.pub_clock is not None and self.pub_clock.get_subscription_count():
+        if self.pub_clock is not None and self._read(self.pub_clock):
             self.pub_clock.publish(conv.clock_msg(stamp))

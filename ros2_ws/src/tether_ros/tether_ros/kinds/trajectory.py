@@ -23,9 +23,10 @@ class TrajectoryOutput:
 
     def __init__(self, node: Node, spec: RobotSpec) -> None:
         self.names = spec.action.names
+        self._writer = conv.TrajectoryWriter(self.names)
         self.pub = node.create_publisher(
             JointTrajectory, itf.JOINT_TRAJECTORY, itf.COMMAND_QOS, event_callbacks=itf.FAST_PUB
         )
 
     def publish(self, chunk: ActionChunk) -> None:
-        self.pub.publish(conv.chunk_to_trajectory(chunk, self.names))
+        self.pub.publish(self._writer.write(chunk))
