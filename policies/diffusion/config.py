@@ -96,6 +96,15 @@ class DiffusionModelConfig(BaseModel):
     # layers: the raw unit embeddings differ by about 0.03 per element between sub-tasks
     # (docs/vla.md); the statistics live in the contract's normalization and in the ONNX graph
     text_norm: bool = False
+    # instruction guidance at inference (classifier-free guidance's form): each denoising
+    # step predicts from the instruction and from the null instruction (zeros after
+    # text_norm: the training instructions' mean) and goes on along
+    # null + guidance * (instruction - null); 1 is the plain conditional prediction (one
+    # pass), more follows the instruction harder at twice the compute (docs/vla.md)
+    guidance: float = Field(1.0, ge=0)
+    # training: the fraction of samples whose instruction is replaced by the null one, so
+    # that the null prediction is one the network learnt (classifier-free guidance)
+    text_dropout: float = Field(0.0, ge=0, lt=1)
 
 
 class DiffusionTrainConfig(ComponentConfig):

@@ -253,13 +253,19 @@ class FastSampler(nn.Module):
         if self.unet is None:
             return self.net.sample(obs, noise, self.steps)
         films = self.unet.films(self.net.encode(obs))
+        nulls = self.unet.films(self.net.encode(obs, False)) if self.net.guided else None
+
+        def predict(x: Tensor, k: int) -> Tensor:
+            out = self.unet(x, films[k])
+            return out if nulls is None else self.net.guide(out, self.unet(x, nulls[k]))
+
         x = noise.transpose(1, 2)[:, :, None]  # (B, D, 1, H)
         if self.flow:  # Euler steps along the predicted velocity
-            for film in films:
-                x = x + self.unet(x, film) * (1.0 / self.steps)
+            for k in range(len(films)):
+                x = x + predict(x, k) * (1.0 / self.steps)
             return self.net.to_actions(x[:, :, 0].transpose(1, 2).clamp(-1.0, 1.0))
-        for (s1, sa, sp, a_prev), film in zip(self.coef, films, strict=True):
-            eps = self.unet(x, film)
+        for k, (s1, sa, sp, a_prev) in enumerate(self.coef):
+            eps = predict(x, k)
             x0 = ((x - s1 * eps) / sa).clamp(-1.0, 1.0)
             x = sp * x0 + math.sqrt(1 - a_prev) * eps
         return self.net.to_actions(x[:, :, 0].transpose(1, 2))

@@ -426,13 +426,18 @@ class DiffusionNet(nn.Module):
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
         )
 
-    def encode(self, obs: dict[str, Tensor]) -> Tensor:
+    def encode(self, obs: dict[str, Tensor], keep_text: Tensor | bool = True) -> Tensor:
         """Raw observations, each (B, To, ...) -> conditioning vector (B, cond_dim). The
-        instruction's embedding (B, To, E) counts once, from the latest frame."""
+        instruction's embedding (B, To, E) counts once, from the latest frame.
+        ``keep_text``: False (or a (B,) mask, False where) the instruction is the null one,
+        zeros after text_norm (guidance, text_dropout)."""
         feats = []
         text = obs[TEXT_KEY][:, -1] if self.text else None
         if text is not None and self.text_norm is not None:
             text = self.text_norm(text)
+        if text is not None and keep_text is not True:
+            keep = keep_text if isinstance(keep_text, Tensor) else torch.zeros(text.shape[0])
+            text = text * keep.to(text.dtype)[:, None]
         for key in self.obs_keys:
             if key == TEXT_KEY:
                 continue
@@ -455,17 +460,30 @@ class DiffusionNet(nn.Module):
         x_tau = (1 - tau) noise + tau actions, the velocity (actions - noise)."""
         x0 = self.action_norm(actions)
         b = x0.shape[0]
+        keep: Tensor | bool = True
+        if self.text and self.cfg.text_dropout > 0:
+            keep = torch.rand((b,), generator=gen) >= self.cfg.text_dropout
+        cond = self.encode(obs, keep)
         if self.cfg.objective == "flow":
             tau = torch.rand((b,), generator=gen)
             noise = torch.randn(x0.shape, generator=gen)
             xt = (1 - tau)[:, None, None] * noise + tau[:, None, None] * x0
-            v = self.denoiser(xt, tau * self.cfg.num_train_timesteps, self.encode(obs))
+            v = self.denoiser(xt, tau * self.cfg.num_train_timesteps, cond)
             return F.mse_loss(v, x0 - noise)
         t = torch.randint(0, self.cfg.num_train_timesteps, (b,), generator=gen)
         eps = torch.randn(x0.shape, generator=gen)
         ab = self.alphas_cumprod[t][:, None, None]
         xt = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
-        return F.mse_loss(self.denoiser(xt, t, self.encode(obs)), eps)
+        return F.mse_loss(self.denoiser(xt, t, cond), eps)
+
+    @property
+    def guided(self) -> bool:
+        """Whether sampling predicts twice per step (instruction guidance, cfg.guidance)."""
+        return self.text and self.cfg.guidance != 1.0
+
+    def guide(self, with_text: Tensor, null: Tensor) -> Tensor:
+        """null + guidance * (with_text - null): one guided prediction."""
+        return null + self.cfg.guidance * (with_text - null)
 
     def sample(self, obs: dict[str, Tensor], noise: Tensor, steps: int) -> Tensor:
         """DDIM (eta 0) from ``noise`` (B, H, D) in ``steps`` steps -> actions in robot units.
@@ -474,10 +492,16 @@ class DiffusionNet(nn.Module):
         unrolls it into one graph.
         """
         cond = self.encode(obs)
+        null = self.encode(obs, False) if self.guided else None
+
+        def predict(x: Tensor, t: Tensor) -> Tensor:
+            out = self.denoiser(x, t, cond)
+            return out if null is None else self.guide(out, self.denoiser(x, t, null))
+
         if self.cfg.objective == "flow":
             x = noise
             for t in flow_timesteps(self.cfg, steps):
-                x = x + self.denoiser(x, torch.full((noise.shape[0],), t), cond) / steps
+                x = x + predict(x, torch.full((noise.shape[0],), t)) / steps
             return self.to_actions(x.clamp(-1.0, 1.0))
         ab = alphas_cumprod(self.cfg)
         ts = ddim_timesteps(self.cfg, steps)
@@ -487,7 +511,7 @@ class DiffusionNet(nn.Module):
         for t in ts:
             a_t = float(ab[t])
             a_prev = float(ab[t - ratio]) if t - ratio >= 0 else 1.0
-            eps = self.denoiser(x, tvec * t, cond)
+            eps = predict(x, tvec * t)
             x0 = ((x - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)).clamp(-1.0, 1.0)
             x = math.sqrt(a_prev) * x0 + math.sqrt(1 - a_prev) * eps
         return self.to_actions(x)
