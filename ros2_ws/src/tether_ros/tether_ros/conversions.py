@@ -18,12 +18,11 @@ from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from tether.core.errors import InvalidCommand
+from tether.core.safety import F32_MAX
 from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.types import ActionChunk
 
 NS = 1_000_000_000
-# the largest finite float32: a command beyond it is not a command
-F32_MAX = float(np.finfo(np.float32).max)
 
 
 def to_time(ns: int) -> Time:
@@ -49,21 +48,15 @@ def clock_msg(ns: int) -> Clock:
 def joint_state_msg(
     stamp_ns: int, names: tuple[str, ...], position: np.ndarray, velocity: np.ndarray | None = None
 ) -> JointState:
-    """JointState for ``names``; ``position``/``velocity`` shape (len(names),), SI units."""
-    msg = JointState()
-    msg.header.stamp = to_time(stamp_ns)
-    msg.name = list(names)
-    msg.position = np.asarray(position, np.float64).tolist()
-    if velocity is not None:
-        msg.velocity = np.asarray(velocity, np.float64).tolist()
-    return msg
+    """JointState for ``names``; ``position``/``velocity`` shape (len(names),), SI units (a
+    new message each call; a publisher at the control rate keeps a JointStateWriter)."""
+    return JointStateWriter(names).write(stamp_ns, position, velocity)
 
 
 class JointStateWriter:
-    """:func:`joint_state_msg` for one publisher's hot path (a bridge's joint_states at the
-    control rate): one message with the names set once, its stamp and arrays rewritten per
-    call. The message returned is valid until the next call (a publish serialises it at
-    once)."""
+    """JointStates for ``names``, one message with the names set once, its stamp and arrays
+    rewritten per call (a bridge's joint_states at the control rate). The message returned
+    is valid until the next call (a publish serialises it at once)."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.msg = JointState()
@@ -81,8 +74,8 @@ class JointStateWriter:
 
 
 def _doubles(values: ArrayLike) -> array.array:
-    """float64 array.array of ``values``, flattened: a message's double[] field, as
-    ``joint_state_msg``'s list but without building one."""
+    """float64 array.array of ``values``, flattened: a message's double[] field, without
+    the per-element check a list gets."""
     return array.array("d", np.asarray(values, np.float64).tobytes())
 
 
@@ -106,26 +99,16 @@ def joint_state_to_array(msg: JointState, names: tuple[str, ...]) -> np.ndarray:
 
 
 def chunk_to_trajectory(chunk: ActionChunk, names: tuple[str, ...]) -> JointTrajectory:
-    """A JointTrajectory whose header stamp is the chunk's t0 and point i is at i*dt."""
-    msg = JointTrajectory()
-    msg.header.stamp = to_time(chunk.t0_ns)
-    msg.joint_names = list(names)
-    step_ns = round(chunk.dt * NS)
-    points = []
-    for i, row in enumerate(np.asarray(chunk.actions, np.float64)):
-        p = JointTrajectoryPoint()
-        p.positions = row.tolist()
-        p.time_from_start = to_duration(i * step_ns)
-        points.append(p)
-    msg.points = points
-    return msg
+    """A JointTrajectory whose header stamp is the chunk's t0 and point i is at i*dt (a new
+    message each call; a publisher at the control rate keeps a TrajectoryWriter)."""
+    return TrajectoryWriter(names).write(chunk)
 
 
 class TrajectoryWriter:
-    """:func:`chunk_to_trajectory` for one publisher's hot path (a policy server's answer
-    per observation): one message with the joint names set once, its points kept while the
-    chunks keep their length and spacing. The message returned is valid until the next call
-    (a publish serialises it at once)."""
+    """JointTrajectories of chunks for ``names``, one message with the joint names set once,
+    its points kept while the chunks keep their length and spacing (a policy server's answer
+    per observation). The message returned is valid until the next call (a publish
+    serialises it at once)."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.msg = JointTrajectory()
