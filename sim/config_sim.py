@@ -41,3 +41,13 @@ class TableSimConfig(ComponentConfig):
     # grasped object slide sideways with both fingers, too loose for peg-in-hole
     # (docs/insert.md). Off by default so the recorded reach/lift physics stay as they were
     coupled_fingers: bool = False
+    # arms, for recording demonstrations: DART-style noise injection (Laskey et al., "DART:
+    # Noise Injection for Robust Imitation Learning", 2017). A smooth random offset (rad per
+    # arm joint; Ornstein-Uhlenbeck, stationary std ``perturb_std``, time constant
+    # ``perturb_tau_s``; drawn afresh from each episode's seed) is added to every arm joint
+    # command before the safety filter, inside the simulator: the command the policy or
+    # expert published, which the recorder stores, stays clean. The recorded states then
+    # stray from the expert's plan and its actions lead back, so a cloned policy learns the
+    # way back (docs/diffusion.md). 0: off (the default; never on when evaluating)
+    perturb_std: float = Field(0.0, ge=0, le=0.05)
+    perturb_tau_s: float = Field(0.5, gt=0, le=10.0)

@@ -13,7 +13,7 @@ import numpy as np
 
 from tether.core import registry
 from tether.core.config import ExperimentConfig
-from tether.core.errors import InvalidCommand, StaleCommand
+from tether.core.errors import ConfigError, InvalidCommand, StaleCommand
 from tether.core.experiment import build_task, max_episode_steps, workspace_fk
 from tether.core.protocols import SimBackend
 from tether.core.safety import SafetyFilter
@@ -41,6 +41,45 @@ def cameras_due(
     return due
 
 
+class Perturbation:
+    """DART-style noise injection (``sim.perturb_std``): an Ornstein-Uhlenbeck offset on the
+    arm joints' commands, stationary std ``std``, time constant ``tau_s``, sampled at the
+    control rate from a generator seeded per episode (the same seed, the same offsets)."""
+
+    def __init__(self, dims: int, std: float, tau_s: float, dt: float) -> None:
+        self.dims, self.std = dims, std
+        self.decay = float(np.exp(-dt / tau_s))
+        self.kick = std * float(np.sqrt(1.0 - self.decay**2))
+        self.offset = np.zeros(dims, np.float32)
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, seed: int) -> None:
+        self._rng = np.random.default_rng([seed, 0xDA27])
+        self.offset = self._rng.normal(0.0, self.std, self.dims).astype(np.float32)
+
+    def apply(self, action: np.ndarray) -> np.ndarray:
+        out = np.array(action, np.float32)
+        out[: self.dims] += self.offset
+        self.offset = (
+            self.decay * self.offset + self.kick * self._rng.standard_normal(self.dims)
+        ).astype(np.float32)
+        return out
+
+
+def perturbation(cfg: ExperimentConfig, spec: Any) -> Perturbation | None:
+    """The experiment's DART perturbation, or None when ``sim.perturb_std`` is 0."""
+    std = float(getattr(cfg.sim, "perturb_std", 0.0))
+    if std <= 0:
+        return None
+    if spec.kind != "arm" or spec.action.mode != "joint_position":
+        raise ConfigError(
+            f"sim.perturb_std perturbs an arm's joint commands; robot '{spec.name}' is a "
+            f"{spec.kind} commanded in {spec.action.mode}"
+        )
+    arm = len(getattr(registry.load("robot", spec.name), "arm_joints", spec.action.names))
+    return Perturbation(arm, std, float(cfg.sim.perturb_tau_s), spec.dt)
+
+
 class SimRunner:
     """Owns a backend, its task and the safety filter; executes the latest chunk at the
     control rate. Sim time is the time base for chunks and the watchdog."""
@@ -56,6 +95,7 @@ class SimRunner:
         self.spec = self.backend.spec
         fk = workspace_fk(self.spec) if cfg.safety.workspace is not None else None
         self.safety = SafetyFilter(self.spec, cfg.safety, fk=fk)
+        self.perturb = perturbation(cfg, self.spec)
         self.max_steps = max_episode_steps(cfg)
         self.latency = LatencyTracker()
         self.resets = 0
@@ -91,6 +131,8 @@ class SimRunner:
         self.episode += 1
         self.obs = self.backend.reset(self.seed)
         self.safety.reset(self.measured(self.obs))
+        if self.perturb is not None:
+            self.perturb.reset(self.seed)
         self.chunk = None
         self._last_step_ns = None
         self.latency.clear()
@@ -155,6 +197,8 @@ class SimRunner:
         self._last_step_ns = t_ns
         a = self.chunk.action_at(t_ns) if self.chunk is not None else None
         if a is not None:  # a chunk row is valid for its control period (plus the grace)
+            if self.perturb is not None:
+                a = self.perturb.apply(a)
             self.safety.command(a, t_s, valid_s=self.spec.dt)
         out, stale = self.safety.output(t_s, self.measured(self.obs), self.pose(self.obs))
         self.stale_steps += int(stale)
