@@ -168,17 +168,21 @@ def ping(
         t_start, resent = 0.0, 0
         t_next = time.perf_counter()
         for i in range(warmup + steps):
+            tick = time.perf_counter()
             if rate_hz:
                 # as an rcl timer: on the period's grid, periods already past skipped (a
                 # re-sent ping must not make the next ones go back to back)
-                now = time.perf_counter()
+                now = tick
                 if t_next > now:
                     time.sleep(t_next - now)
                 else:
                     t_next += math.floor((now - t_next) * rate_hz) / rate_hz
+                tick = t_next  # the grid time this ping belongs to (it may be sent late)
                 t_next += 1.0 / rate_hz
             if i == warmup:
-                t_start = time.perf_counter()
+                # paced: from the first timed ping's grid time, not from when a late one went
+                # out (the next ping keeps to the grid, less than a period after a late one)
+                t_start = tick if rate_hz else time.perf_counter()
             got.clear()
             busy(work_us[0])
             msg.header.stamp.nanosec = i

@@ -29,8 +29,9 @@ def test_a_paced_floor_never_runs_ahead_of_its_rate() -> None:
     steps = 40
     r = ping(EXECUTORS[-1], steps=steps, warmup=5, rate_hz=200.0)
     assert r["paced_hz"] == 200.0
-    # the timed pings start on ticks at least one period apart: steps - 1 periods at least
-    # from the first to the last
+    # the timed pings belong to grid ticks at least one period apart (a late one is sent
+    # after its tick, the next keeps to the grid): steps - 1 periods at least from the first
+    # tick to the last ping
     assert r["rate_hz"] <= 200.0 * steps / (steps - 1) * (1 + 1e-9)
 
 
