@@ -168,21 +168,22 @@ def ping(
         t_start, resent = 0.0, 0
         t_next = time.perf_counter()
         for i in range(warmup + steps):
-            tick = time.perf_counter()
             if rate_hz:
                 # as an rcl timer: on the period's grid, periods already past skipped (a
                 # re-sent ping must not make the next ones go back to back)
-                now = tick
+                now = time.perf_counter()
                 if t_next > now:
                     time.sleep(t_next - now)
                 else:
                     t_next += math.floor((now - t_next) * rate_hz) / rate_hz
-                tick = t_next  # the grid time this ping belongs to (it may be sent late)
+                # paced, a ping's time is its grid tick, not when a late one went out (the
+                # next keeps to the grid, less than a period after a late one)
+                tick = t_next
                 t_next += 1.0 / rate_hz
+            else:
+                tick = time.perf_counter()
             if i == warmup:
-                # paced: from the first timed ping's grid time, not from when a late one went
-                # out (the next ping keeps to the grid, less than a period after a late one)
-                t_start = tick if rate_hz else time.perf_counter()
+                t_start = tick
             got.clear()
             busy(work_us[0])
             msg.header.stamp.nanosec = i

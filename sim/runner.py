@@ -17,7 +17,7 @@ from tether.core.errors import ConfigError, InvalidCommand, StaleCommand
 from tether.core.experiment import build_task, max_episode_steps, workspace_fk
 from tether.core.protocols import SimBackend
 from tether.core.safety import SafetyFilter
-from tether.core.spec import CameraSpec
+from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.timing import LatencyTracker, now_ns
 from tether.core.types import ActionChunk, Observation, StepResult
 
@@ -66,7 +66,7 @@ class Perturbation:
         return out
 
 
-def perturbation(cfg: ExperimentConfig, spec: Any) -> Perturbation | None:
+def perturbation(cfg: ExperimentConfig, spec: RobotSpec) -> Perturbation | None:
     """The experiment's DART perturbation, or None when ``sim.perturb_std`` is 0."""
     std = float(getattr(cfg.sim, "perturb_std", 0.0))
     if std <= 0:
@@ -76,7 +76,7 @@ def perturbation(cfg: ExperimentConfig, spec: Any) -> Perturbation | None:
             f"sim.perturb_std perturbs an arm's joint commands; robot '{spec.name}' is a "
             f"{spec.kind} commanded in {spec.action.mode}"
         )
-    arm = len(getattr(registry.load("robot", spec.name), "arm_joints", spec.action.names))
+    arm = len(registry.load("robot", spec.name).arm_joints)
     return Perturbation(arm, std, float(cfg.sim.perturb_tau_s), spec.dt)
 
 
