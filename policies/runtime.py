@@ -217,6 +217,18 @@ class OnnxModel:
             )
         self.output = self.contract["outputs"][0]["name"]
 
+    def warm_up(self) -> None:
+        """Run the graph once on zero inputs of the contract's shapes: onnxruntime's first
+        run allocates and plans, and a robot should not wait for that in its first chunk."""
+        self.run(
+            {
+                i["name"]: np.zeros(
+                    [int(s) for s in i["shape"]], np.dtype(i.get("dtype", "float32"))
+                )
+                for i in self.contract["inputs"]
+            }
+        )
+
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """Run the graph once; returns the output array (1, horizon, action_dim)."""
         return np.asarray(self.session.run([self.output], feeds)[0])
@@ -263,6 +275,10 @@ class OnnxPolicy:
     def replan(self) -> None:
         """Predict a fresh chunk at the next act() (a chunk executor asked for one)."""
         self.plan.reset()
+
+    def warm_up(self) -> None:
+        """One run on zero inputs before the first observation (OnnxModel.warm_up)."""
+        self.model.warm_up()
 
     def observe(self, obs: Observation) -> None:
         """Keep an observation in the history without predicting (chunk mode: the policy

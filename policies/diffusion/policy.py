@@ -9,7 +9,7 @@ import torch
 
 from tether.core.errors import TetherError
 from tether.core.spec import RobotSpec
-from tether.core.types import ActionChunk, Observation
+from tether.core.types import IMAGE_PREFIX, ActionChunk, Observation
 from tether.policies.chunking import ChunkPlan, ObsHistory
 from tether.policies.diffusion.checkpoint import load_net
 from tether.policies.diffusion.config import TEXT_KEY, DiffusionPolicyConfig
@@ -68,6 +68,20 @@ class DiffusionPolicy:
         with torch.inference_mode():
             out = self.net.sample(obs, torch.from_numpy(noise)[None], self.steps)
         return out[0].numpy()
+
+    def warm_up(self) -> None:
+        """One inference on zero inputs of the contract's shapes, so the first real chunk
+        does not pay torch's lazy start (the policy server calls it before it subscribes);
+        draws no noise from the policy's generator."""
+        m = self.net.cfg
+        stacked = {
+            k: np.zeros(
+                (m.obs_horizon, *self._contract["obs_shapes"][k]),
+                np.uint8 if k.startswith(IMAGE_PREFIX) else np.float32,
+            )
+            for k in m.obs_keys
+        }
+        self.predict(stacked, np.zeros((m.horizon, self.net.action_dim), np.float32))
 
     def act(self, obs: Observation) -> ActionChunk:
         self.history.push(obs)

@@ -104,6 +104,19 @@ class ResidualOnnxPolicy:
         self.executor.reset()
         self._calls = 0
 
+    def warm_up(self) -> None:
+        """The base's warm-up, and one run of the residual graph on zeros."""
+        warm = getattr(self.base, "warm_up", None)
+        if warm is not None:
+            warm()
+        self.session.run(
+            None,
+            {
+                i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+                for i in self.session.get_inputs()
+            },
+        )
+
     def act(self, obs: Observation) -> ActionChunk:
         row = self.executor.row(obs)
         decide = self._calls % self.hold_steps == 0

@@ -373,3 +373,44 @@ def test_one_res_block_per_level_halves_the_graph(tiny_dataset: Path, tmp_path: 
     # norms per step: 2 per residual block (down 2 levels, mid, up 1 level) + the final block
     assert counts[2]["LayerNormalization"] == steps * (2 * (4 + 2 + 2) + 1)
     assert counts[1]["LayerNormalization"] == steps * (2 * (2 + 1 + 1) + 1)
+
+
+def test_warm_up_runs_both_forms_and_changes_no_chunk(
+    tiny_image_dataset: Path, tmp_path: Path, panda
+) -> None:
+    """The policy server's warm-up (one inference on zeros of the contract's shapes, image
+    inputs uint8) runs in torch and in onnxruntime, draws no noise and counts no inference:
+    a warmed policy answers with the very chunks of a cold one."""
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.diffusion.config import DiffusionPolicyConfig
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.diffusion.policy import DiffusionPolicy
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+    from tether.policies.runtime import OnnxPolicy
+
+    ckpt = tmp_path / "ckpt"
+    cfg = experiment(tiny_image_dataset, steps=2, obs_keys=["state", "images/front"])
+    DiffusionTrainer.train(cfg, ckpt, resume=False)
+    path = export_checkpoint(ckpt, "onnx", tmp_path / "onnx")
+
+    def pair() -> list:
+        return [
+            OnnxPolicy(OnnxPolicyConfig(model=path, seed=5), panda),
+            DiffusionPolicy(DiffusionPolicyConfig(checkpoint=ckpt, seed=5), panda),
+        ]
+
+    warm, cold = pair(), pair()
+    for p in warm:
+        p.warm_up()
+        assert p.inferences == 0
+    rng = np.random.default_rng(1)
+    for k in range(6):
+        obs = Observation(
+            {
+                "state": rng.uniform(-0.5, 0.5, 9).astype(np.float32),
+                "images/front": rng.integers(0, 255, (IMG, IMG, 3), dtype=np.uint8),
+            },
+            stamp_ns=k * 10_000_000,
+        )
+        for w, c in zip(warm, cold, strict=True):
+            np.testing.assert_array_equal(w.act(obs).actions, c.act(obs).actions)

@@ -140,6 +140,9 @@ def test_a_vla_policy_server_waits_for_an_instruction_then_reports_it(repo, tmp_
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
         server = PolicyServer(cfg, context=ctx)
+        # the graph ran once on zeros before the first observation (a cold first chunk
+        # would miss the bridge's deadline)
+        assert server.warm_up_ms is not None and server.warm_up_ms > 0
         probe = Node("probe", context=ctx)
         events: list[dict] = []
         probe.create_subscription(

@@ -52,6 +52,15 @@ class PolicyServer(Node):
         self.cfg = cfg or experiment_from_params(self)
         self.spec = robot_spec(self.cfg)
         self.policy = build_policy(self.cfg, self.spec)
+        # one inference before the first observation: a cold first chunk (torch's or
+        # onnxruntime's lazy start, slower on a loaded machine) would arrive after the
+        # bridge's deadline and the watchdog would hold the robot at the start of a run
+        self.warm_up_ms: float | None = None
+        warm = getattr(self.policy, "warm_up", None)
+        if warm is not None:
+            t0 = now_ns()
+            warm()
+            self.warm_up_ms = (now_ns() - t0) * 1e-6
         keys = list(self.policy.contract.get("observation_keys", ["state"]))
         io = kind_io(self.spec.kind)
         self.output = io.policy_output(self, self.spec)
@@ -89,8 +98,10 @@ class PolicyServer(Node):
             self.create_subscription(Header, CHUNK_REQUEST, self._on_request, itf.COMMAND_QOS)
         ns = self.get_namespace()
         runs_on = ""
+        if self.warm_up_ms is not None:
+            runs_on = f" (warmed up in {self.warm_up_ms:.0f} ms)"
         if self.runtime_report is not None:
-            runs_on = f" (onnxruntime on {self.runtime_report['provider']})"
+            runs_on += f" (onnxruntime on {self.runtime_report['provider']})"
         self.get_logger().info(
             f"policy {self.cfg.policy.type} for {self.spec.name}"
             f"{' in ' + ns if ns != '/' else ''}{runs_on}: {self.inputs.describe()}"
