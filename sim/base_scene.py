@@ -19,6 +19,12 @@ GOAL_RADIUS = 0.3  # m
 OBSTACLE_RADIUS = 0.25  # m
 OBSTACLE_HEIGHT = 1.0  # m
 PARKING = (100.0, 100.0)  # m, x and y
+# obstacles collide with the robot's outline, never with its wheels: a wheel simulated as a
+# sphere of the wheel radius (one contact point, steady skid-steer) reaches a wheel radius
+# sideways, far beyond the tyre's face. MuJoCo: obstacle geoms have contype = conaffinity =
+# this bit, so a robot geom meets them only with the bit set (the chassis / outline box);
+# PyBullet: the backend turns off each wheel link's contacts with each obstacle
+OBSTACLE_CONTACT_BIT = 2
 OBJECT_NAME = re.compile(r"^(goal|obstacle_\d+)$")
 
 

@@ -136,6 +136,12 @@ PLUGINS = {
             "tether.sim.experts.config_base_expert:BaseExpertConfig",
             "tether.sim.experts.base_expert:BaseExpert",
         ),
+        # a classical local planner for mobile bases (Dynamic Window Approach), the
+        # baseline of the learned planner (docs/mobile_base.md)
+        "dwa": Entry(
+            "tether.sim.experts.config_base_expert:DWAConfig",
+            "tether.sim.experts.dwa:DWAPlanner",
+        ),
         "quad_pid": Entry(
             "tether.sim.quadrotor.config_quadrotor:QuadPIDConfig",
             "tether.sim.quadrotor.pid_policy:QuadPIDPolicy",

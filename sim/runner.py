@@ -114,6 +114,7 @@ class SimRunner:
         self.steps = 0
         self.ret = 0.0
         self.success = False
+        self.failure: str | None = None  # what ended the episode early (a task's failure())
         self.done = False
         self.stale_steps = 0
         self.wall_start_ns: int | None = None
@@ -208,7 +209,10 @@ class SimRunner:
         self.steps += 1
         self.ret += float(res.reward)
         self.success = self.success or bool(res.terminated)
-        res.truncated = self.steps >= self.max_steps and not res.terminated
+        self.failure = self.failure or res.info.get("failure")
+        res.truncated = bool(res.truncated and self.failure) or (
+            self.steps >= self.max_steps and not res.terminated
+        )
         self.done = bool(res.terminated or res.truncated)
         if self.done:
             self.wall_end_ns = now_ns()
@@ -223,14 +227,30 @@ class SimRunner:
         task: Any = getattr(self.backend, "task", None)
         return {"instruction": task.instruction} if hasattr(task, "set_instruction") else {}
 
+    def outcome(self) -> str:
+        """ "success", the task's failure ("collision"), "timeout" (the time limit), or
+        "running" before the episode ends."""
+        if self.success:
+            return "success"
+        if self.failure:
+            return str(self.failure)
+        return "timeout" if self.done else "running"
+
+    def _task_metrics(self) -> dict[str, Any]:
+        task: Any = getattr(self.backend, "task", None)
+        metrics = getattr(task, "metrics", None)
+        return {"metrics": metrics()} if metrics is not None else {}
+
     def summary(self) -> dict[str, Any]:
-        """Episode result: success, steps, return, achieved rate, latency samples."""
+        """Episode result: success, outcome, steps, return, achieved rate, latency samples,
+        the task's metrics (a base's path length)."""
         end = self.wall_end_ns or now_ns()
         wall_s = (end - self.wall_start_ns) * 1e-9 if self.wall_start_ns else 0.0
         return {
             "episode": self.episode,
             "seed": self.seed,
             "success": bool(self.success),
+            "outcome": self.outcome(),
             "steps": self.steps,
             "return": round(self.ret, 4),
             # the backend's time since the episode's start (a simulator with a clock of its
@@ -247,4 +267,5 @@ class SimRunner:
             "latency_ms": [round(x, 4) for x in self.latency.samples_ms],
             # a language-conditioned task: the instruction the episode was judged by
             **self._instruction(),
+            **self._task_metrics(),
         }

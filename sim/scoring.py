@@ -48,10 +48,18 @@ def score_step(sim: Any, obs: Observation, max_duration_s: float | None) -> Step
     truncated once ``sim.sim_time`` reaches the task's time limit.
 
     A task with ``score(sim) -> (reward, success)`` gives both from one pass over the state
-    (what its ``reward`` and ``success`` return, computed once: the step's hot path)."""
+    (what its ``reward`` and ``success`` return, computed once: the step's hot path).
+    Optional hooks: ``track(sim)`` runs first at every step (per-episode bookkeeping: a
+    base's path length); ``failure(sim) -> str | None`` names a failure that ends the
+    episode (truncated, ``info["failure"]``: an obstacle course's "collision") unless the
+    step succeeded."""
     reward, success = 0.0, False
     task = sim.task
+    reason = None
     if task is not None:
+        track = getattr(task, "track", None)
+        if track is not None:
+            track(sim)
         score = getattr(task, "score", None)
         if score is not None:
             r, s = score(sim)
@@ -59,5 +67,11 @@ def score_step(sim: Any, obs: Observation, max_duration_s: float | None) -> Step
         else:
             reward = float(task.reward(sim))
             success = bool(task.success(sim))
+        failure = getattr(task, "failure", None)
+        if failure is not None and not success:
+            reason = failure(sim)
     truncated = max_duration_s is not None and sim.sim_time >= max_duration_s - 1e-9
-    return StepResult(obs, reward, success, bool(truncated), {"is_success": success})
+    info: dict[str, Any] = {"is_success": success}
+    if reason:
+        info["failure"] = reason
+    return StepResult(obs, reward, success, bool(truncated or reason), info)

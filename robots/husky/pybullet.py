@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tether.robots.husky.robot import WHEEL_RADIUS, WHEEL_WIDTH
+from tether.robots.husky.robot import CHASSIS_SIZE, OUTLINE_WIDTH, WHEEL_RADIUS, WHEEL_WIDTH
 
 URDF = "husky/husky.urdf"
 # a 1 g inertial for the URDF's frame-only links (PyBullet would give each 1 kg and the robot
@@ -19,8 +19,9 @@ TINY = (
 
 
 def load_husky(pb: Any, client: int) -> int:
-    """Load the URDF with absolute mesh paths, a 1 g inertial on its frame-only links and
-    sphere wheels; returns the body id (base at the origin)."""
+    """Load the URDF with absolute mesh paths, a 1 g inertial on its frame-only links,
+    sphere wheels and the chassis collision box as wide as the wheels' outer faces; returns
+    the body id (base at the origin)."""
     import pybullet_data
 
     urdf = Path(pybullet_data.getDataPath()) / URDF
@@ -31,6 +32,17 @@ def load_husky(pb: Any, client: int) -> int:
     text = text.replace(
         f'<cylinder length="{WHEEL_WIDTH}" radius="{WHEEL_RADIUS}"/>',
         f'<sphere radius="{WHEEL_RADIUS}"/>',
+    )
+
+    # the chassis collision box out to the wheels' outer faces (the footprint): obstacles
+    # collide with it, not with the sphere wheels (the backend filters those pairs), whose
+    # equators reach 12 cm beyond the real tyres' faces
+    chassis = "{} {} {}".format(*CHASSIS_SIZE)
+    if f'<box size="{chassis}"/>' not in text:
+        raise ValueError(f"{urdf}: no chassis collision box of size {chassis}")
+    text = text.replace(
+        f'<box size="{chassis}"/>',
+        f'<box size="{CHASSIS_SIZE[0]} {OUTLINE_WIDTH:.4f} {CHASSIS_SIZE[2]}"/>',
     )
 
     def add_inertial(m: re.Match[str]) -> str:

@@ -36,6 +36,10 @@ BASE_HEIGHT = 0.14493
 WHEEL_Z = 0.03282
 # the chassis collision box (full sizes) and its centre above base_link
 CHASSIS_SIZE = (1.0074, 0.5709, 0.2675)
+# the outer wheel faces, left to right (m): the simulated chassis box is this wide, so that
+# obstacles meet the base's outline (the wheels, spheres in both engines, do not collide with
+# obstacles: their equators reach 12 cm beyond the tyres)
+OUTLINE_WIDTH = TRACK_WIDTH + WHEEL_WIDTH
 CHASSIS_Z = 0.12498
 CHASSIS_MASS = 33.455
 # centre of mass relative to base_link and the diagonal of the inertia tensor (kg m^2)
@@ -103,7 +107,7 @@ ROBOT = MobileBaseDescription(
     wheel_radius=WHEEL_RADIUS,
     track_width=TRACK_WIDTH,
     # chassis length; outer wheel faces (1.01 x 0.69 m)
-    footprint=(CHASSIS_SIZE[0] / 2, TRACK_WIDTH / 2 + WHEEL_WIDTH / 2),
+    footprint=(CHASSIS_SIZE[0] / 2, OUTLINE_WIDTH / 2),
     max_linear=MAX_LINEAR,
     max_angular=MAX_ANGULAR,
     max_linear_accel=MAX_LINEAR_ACCEL,

@@ -33,6 +33,40 @@ TOO_CLOSE = 0.58
 BACKOFF = 0.75
 
 
+def check_planner(what: str, spec: RobotSpec, task: ComponentConfig) -> None:
+    """A ConfigError unless ``task`` is one a base planner knows and ``spec`` a twist base."""
+    if task.type not in TASKS:
+        raise ConfigError(f"the {what} knows tasks {', '.join(TASKS)}, not '{task.type}'")
+    if spec.action.mode != "twist":
+        raise ConfigError(
+            f"the {what} drives a twist-controlled base, not '{spec.name}' ({spec.action.mode})"
+        )
+
+
+def planar_pose(obs: Observation, pose_source: str) -> tuple[float, float, float]:
+    """Planar pose (x m, y m, yaw rad): wheel odometry (``state``) or ``base_pose``."""
+    if pose_source == "odometry":
+        x, y, yaw = (float(v) for v in obs["state"][:3])
+        return x, y, yaw
+    p = np.asarray(obs["base_pose"], dtype=np.float64)
+    return float(p[0]), float(p[1]), yaw_of(p[3:7])
+
+
+def planner_contract(pose_source: str, spec: RobotSpec, task: ComponentConfig) -> dict[str, Any]:
+    """The contract of a base planner that reads the pose, the goal and the scan."""
+    return {
+        "observation_keys": [
+            "state" if pose_source == "odometry" else "base_pose",
+            "env_state",
+            "scan",
+        ],
+        "action_names": list(spec.action.names),
+        "action_mode": spec.action.mode,
+        "control_hz": spec.control_hz,
+        "task": task.type,
+    }
+
+
 class BaseExpert:
     """Policy for ``go_to_goal`` and ``obstacle_course`` on a ``twist`` mobile base.
 
@@ -45,13 +79,7 @@ class BaseExpert:
         spec: RobotSpec,
         task: ComponentConfig,
     ) -> None:
-        if task.type not in TASKS:
-            raise ConfigError(f"the base expert knows tasks {', '.join(TASKS)}, not '{task.type}'")
-        if spec.action.mode != "twist":
-            raise ConfigError(
-                f"the base expert drives a twist-controlled base, not '{spec.name}' "
-                f"({spec.action.mode})"
-            )
+        check_planner("base expert", spec, task)
         self.cfg = cfg
         self.spec = spec
         self.task = task
@@ -95,27 +123,12 @@ class BaseExpert:
 
     @property
     def contract(self) -> dict[str, Any]:
-        return {
-            "observation_keys": [
-                "state" if self.cfg.pose_source == "odometry" else "base_pose",
-                "env_state",
-                "scan",
-            ],
-            "action_names": list(self.spec.action.names),
-            "action_mode": self.spec.action.mode,
-            "control_hz": self.spec.control_hz,
-            "task": self.task.type,
-        }
+        return planner_contract(self.cfg.pose_source, self.spec, self.task)
 
     # ---- internals --------------------------------------------------------------------
 
     def _pose(self, obs: Observation) -> tuple[float, float, float]:
-        """Planar pose (x m, y m, yaw rad) from the configured source."""
-        if self.cfg.pose_source == "odometry":
-            x, y, yaw = (float(v) for v in obs["state"][:3])
-            return x, y, yaw
-        p = np.asarray(obs["base_pose"], dtype=np.float64)
-        return float(p[0]), float(p[1]), yaw_of(p[3:7])
+        return planar_pose(obs, self.cfg.pose_source)
 
     def _chunk(self, v: float, wz: float, stamp: int) -> ActionChunk:
         a = np.clip(np.array([v, wz], dtype=np.float32), self._low, self._high)

@@ -137,10 +137,14 @@ class MujocoMobileBase:
                     conaffinity=0,
                 )
             else:
+                # contact bit 2 only: obstacles meet the robot geoms that have it (the
+                # outline: chassis and tyres' faces), not the wheels' collision spheres
                 body.add_geom(
                     type=mujoco.mjtGeom.mjGEOM_CYLINDER,
                     size=[scene.OBSTACLE_RADIUS, scene.OBSTACLE_HEIGHT / 2, 0],
                     rgba=[0.8, 0.35, 0.1, 1.0],
+                    contype=scene.OBSTACLE_CONTACT_BIT,
+                    conaffinity=scene.OBSTACLE_CONTACT_BIT,
                 )
         base = spec.body(desc.mujoco.base_body)
         if base is None:

@@ -169,6 +169,12 @@ class PybulletMobileBase:
             self._bodies[name] = pb.createMultiBody(
                 0.0, col, vis, (*scene.PARKING, 0.0), physicsClientId=cid
             )
+            # obstacles meet the chassis (the outline), not the wheels' spheres (base_scene)
+            if col >= 0:
+                for w in self._wheels:
+                    pb.setCollisionFilterPair(
+                        self._robot, self._bodies[name], w, -1, 0, physicsClientId=cid
+                    )
 
     def _load_robot(self) -> int:
         """The robot's body id: its URDF (base at the origin) or its loader."""

@@ -6,7 +6,7 @@ in radians.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -59,3 +59,37 @@ class ObstacleCourseConfig(_BaseTaskConfig):
     block_line: bool = True
     # reward penalty per step while the base touches an obstacle
     collision_penalty: float = Field(1.0, ge=0)
+    # end the episode at the first touch (outcome "collision"), as navigation benchmarks
+    # count it; off, the base may push on (the reward penalises each step of contact)
+    end_on_collision: bool = False
+    # a difficulty level: sets n_obstacles, min_gap, corridor_half_width and along_range
+    # (DENSITIES; fields given explicitly win): sparse 4 obstacles >= 1.5 m apart, medium 8
+    # >= 1.1 m, dense 16 >= 0.8 m (narrower than the base's 1.22 m diagonal: a corner that
+    # pivots in a gap touches); as many as fit, the rest parked
+    density: Literal["sparse", "medium", "dense"] | None = None
+
+    @model_validator(mode="after")
+    def _density(self) -> ObstacleCourseConfig:
+        if self.density is not None:
+            for name, value in DENSITIES[self.density].items():
+                if name not in self.model_fields_set:
+                    setattr(self, name, value)
+        return self
+
+
+# obstacle course difficulty levels
+DENSITIES: dict[str, dict[str, Any]] = {
+    "sparse": {"n_obstacles": 4, "min_gap": 1.5, "corridor_half_width": 1.5},
+    "medium": {
+        "n_obstacles": 8,
+        "min_gap": 1.1,
+        "corridor_half_width": 2.0,
+        "along_range": (0.15, 0.85),
+    },
+    "dense": {
+        "n_obstacles": 16,
+        "min_gap": 0.8,
+        "corridor_half_width": 2.0,
+        "along_range": (0.1, 0.9),
+    },
+}

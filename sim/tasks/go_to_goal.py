@@ -30,7 +30,28 @@ def place_goal(sim: SimBackend, cfg: _BaseTaskConfig, rng: np.random.Generator) 
     return goal
 
 
-class GoToGoalTask:
+class PathTracker:
+    """Per-episode path length of the base (the true pose, at the control rate): the
+    ``track`` / ``metrics`` hooks of a mobile-base task (sim/scoring.py, SimRunner.summary)."""
+
+    path_length = 0.0
+    _last_xy: np.ndarray | None = None
+
+    def start_path(self, sim: SimBackend) -> None:
+        self.path_length = 0.0
+        self._last_xy = sim.body_pose(BASE)[0][:2].copy()
+
+    def track(self, sim: SimBackend) -> None:
+        xy = sim.body_pose(BASE)[0][:2].copy()
+        if self._last_xy is not None:
+            self.path_length += float(np.hypot(*(xy - self._last_xy)))
+        self._last_xy = xy
+
+    def metrics(self) -> dict[str, float]:
+        return {"path_length_m": round(self.path_length, 3)}
+
+
+class GoToGoalTask(PathTracker):
     """Reads and writes state only through ``body_pose`` / ``set_body_pose``."""
 
     name = "go_to_goal"
@@ -42,6 +63,7 @@ class GoToGoalTask:
 
     def reset(self, sim: SimBackend, rng: np.random.Generator) -> None:
         place_goal(sim, self.cfg, rng)
+        self.start_path(sim)
 
     def reward(self, sim: SimBackend) -> float:
         """Dense reward in (0, 1]: 1 - tanh(distance / 2 m); 1 at the goal, 0.76 at 2 m."""

@@ -12,10 +12,12 @@ from tether.core.robot_kinds import MobileBaseDescription
 from tether.sim.base_scene import OBSTACLE_RADIUS
 from tether.sim.robots.diff_drive import yaw_of
 from tether.sim.tasks.config_base_tasks import ObstacleCourseConfig
-from tether.sim.tasks.go_to_goal import BASE, IDENTITY, goal_distance, place_goal
+from tether.sim.tasks.go_to_goal import BASE, IDENTITY, PathTracker, goal_distance, place_goal
 
 # tries per obstacle before the rejection sampler gives up on placing it
 MAX_TRIES = 200
+# the base touches an obstacle when its outline is nearer than this (m)
+TOUCH = 0.01
 
 
 def base_outline(sim: SimBackend) -> np.ndarray:
@@ -27,7 +29,7 @@ def base_outline(sim: SimBackend) -> np.ndarray:
     return np.asarray(desc.footprint, dtype=np.float64)
 
 
-class ObstacleCourseTask:
+class ObstacleCourseTask(PathTracker):
     """Goal ahead, ``n_obstacles`` cylinders between the start and the goal, at least
     ``min_gap`` apart. Reads and writes state only through ``body_pose`` / ``set_body_pose``.
     """
@@ -39,6 +41,7 @@ class ObstacleCourseTask:
         self.max_duration_s = self.cfg.max_duration_s
         self.obstacles = tuple(f"obstacle_{i}" for i in range(self.cfg.n_obstacles))
         self.objects: tuple[str, ...] = ("goal", *self.obstacles)
+        self.min_clearance = math.inf
 
     def reset(self, sim: SimBackend, rng: np.random.Generator) -> None:
         """Goal from the distance/bearing ranges, then obstacles by rejection sampling in the
@@ -68,6 +71,8 @@ class ObstacleCourseTask:
                 placed.append(p)
                 sim.set_body_pose(name, np.array([p[0], p[1], 0.0]), IDENTITY)
                 break
+        self.start_path(sim)
+        self.min_clearance = self.clearance(sim)
 
     def clearance(self, sim: SimBackend) -> float:
         """Distance (m) from the base's outline (chassis and wheels; the Husky's is
@@ -84,13 +89,27 @@ class ObstacleCourseTask:
             gaps.append(float(np.linalg.norm(outside)) - OBSTACLE_RADIUS)
         return min(gaps) if gaps else math.inf
 
+    def track(self, sim: SimBackend) -> None:
+        """Path length and the least clearance of the episode so far."""
+        super().track(sim)
+        self.min_clearance = min(self.min_clearance, self.clearance(sim))
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "min_clearance_m": round(self.min_clearance, 4)}
+
     def reward(self, sim: SimBackend) -> float:
         """1 - tanh(distance to goal / 2 m), minus ``collision_penalty`` while the base
         touches an obstacle (clearance under 1 cm)."""
         r = 1.0 - math.tanh(goal_distance(sim) / 2.0)
-        if self.clearance(sim) < 0.01:
+        if self.clearance(sim) < TOUCH:
             r -= self.cfg.collision_penalty
         return float(r)
+
+    def failure(self, sim: SimBackend) -> str | None:
+        """ "collision" once the base touches an obstacle, with ``end_on_collision``."""
+        if self.cfg.end_on_collision and self.clearance(sim) < TOUCH:
+            return "collision"
+        return None
 
     def success(self, sim: SimBackend) -> bool:
         """Base centre within ``success_radius`` (0.5 m) of the goal."""

@@ -331,3 +331,50 @@ def test_engines_drive_a_similar_path() -> None:
     # and both followed the commanded arcs: ~5 m driven, ended up left of the start line
     for path in paths.values():
         assert path[-1, 1] > 1.0 and np.hypot(*path[-1, :2]) > 2.0
+
+
+def _one_obstacle(sim: SimBackend, x: float, y: float) -> None:
+    """The base at the origin facing +x, obstacle_0 at (x, y), the rest parked."""
+    ident = np.array([1.0, 0, 0, 0])
+    for i in range(1, 6):
+        sim.set_body_pose(f"obstacle_{i}", np.array([*base_scene.PARKING, 0.0]), ident)
+    sim.set_body_pose("obstacle_0", np.array([x, y, 0.0]), ident)
+    sim.set_body_pose("goal", np.array([9.0, 0.0, 0.0]), ident)
+
+
+def _tilt(sim: SimBackend) -> float:
+    """The base's tilt from upright (rad)."""
+    w, x, y, z = sim.body_pose("base_footprint")[1]
+    return math.acos(min(1.0, abs(1 - 2 * (x * x + y * y))))
+
+
+def test_obstacles_meet_the_outline_not_the_wheel_spheres(engine_task_sim: SimBackend) -> None:
+    """The wheels collide as spheres of the wheel radius (one steady contact with the floor),
+    whose equators reach 12 cm beyond the tyres' faces. Obstacles meet the base's outline
+    (its footprint, 1.01 x 0.69 m) instead: driving past a post 5 cm beside the outline
+    leaves the base flat on the floor and the post untouched (with sphere contacts the wheel
+    climbed it, tilting the base 34 deg); driving into a post stops the base at it."""
+    from tether.sim.tasks.obstacle_course import ObstacleCourseTask
+
+    sim = engine_task_sim
+    task = sim.task
+    assert isinstance(task, ObstacleCourseTask)
+    sim.reset(seed=0)
+    half_width = husky.ROBOT.footprint[1]
+    _one_obstacle(sim, 2.0, half_width + 0.05 + base_scene.OBSTACLE_RADIUS)
+    clearances, tilts = [], []
+    for _ in range(round(4.0 * HZ)):  # 0.5 m/s for 4 s: the whole base passes the post
+        sim.step(np.array([0.5, 0.0], dtype=np.float32))
+        clearances.append(task.clearance(sim))
+        tilts.append(_tilt(sim))
+    assert true_pose(sim)[0] > 1.5
+    assert min(clearances) > 0.02, min(clearances)
+    assert max(tilts) < 0.03, max(tilts)
+    # head on: the chassis (the outline) stops at the post, without climbing it
+    sim.reset(seed=0)
+    front = husky.ROBOT.footprint[0]
+    _one_obstacle(sim, front + 0.3 + base_scene.OBSTACLE_RADIUS, 0.0)
+    drive(sim, (0.5, 0.0), 3.0)
+    assert -0.02 < task.clearance(sim) < 0.02
+    assert true_pose(sim)[0] == pytest.approx(0.3, abs=0.05)
+    assert _tilt(sim) < 0.1

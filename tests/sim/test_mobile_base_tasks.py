@@ -230,3 +230,118 @@ def test_expert_solves_go_to_goal(repo, engine: str) -> None:  # type: ignore[no
 def test_expert_solves_obstacle_course(repo, engine: str) -> None:  # type: ignore[no-untyped-def]
     results = run_episodes(repo, "husky_obstacle_course", engine, 5)
     assert sum(r["success"] for r in results) >= 4, results
+
+
+# ---- difficulty levels and outcomes -------------------------------------------------------
+
+
+def test_density_levels_place_more_obstacles_closer() -> None:
+    """sparse / medium / dense set the obstacle count, gap and corridor; explicit fields
+    win; the dense level's gaps (0.8 m) are narrower than the base's diagonal (1.22 m)."""
+    from tether.sim.tasks.config_base_tasks import DENSITIES
+
+    placed = {}
+    for level in ("sparse", "medium", "dense"):
+        cfg = ObstacleCourseConfig(density=level)
+        assert cfg.n_obstacles == DENSITIES[level]["n_obstacles"]
+        assert cfg.min_gap == DENSITIES[level]["min_gap"]
+        task = ObstacleCourseTask(cfg)
+        counts = []
+        for seed in range(20):
+            sim = FakeBase()
+            task.reset(sim, np.random.default_rng(seed))  # type: ignore[arg-type]
+            pts = [sim.poses[o][0][:2] for o in task.obstacles if o in sim.poses]
+            counts.append(len(pts))
+            for i, p in enumerate(pts):
+                for q in pts[i + 1 :]:
+                    assert np.linalg.norm(p - q) >= 2 * OBSTACLE_RADIUS + cfg.min_gap - 1e-9
+        placed[level] = float(np.mean(counts))
+    assert placed["sparse"] < placed["medium"] < placed["dense"], placed
+    assert placed["dense"] >= 9, placed
+    diagonal = 2 * float(np.hypot(*husky.ROBOT.footprint))
+    assert ObstacleCourseConfig(density="dense").min_gap < diagonal
+    assert ObstacleCourseConfig(density="dense", n_obstacles=3).n_obstacles == 3
+    with pytest.raises(ValidationError, match="density"):
+        ObstacleCourseConfig(density="crowded")
+
+
+class Constant:
+    """A policy that commands one twist forever."""
+
+    contract = {"observation_keys": ["state"]}
+
+    def __init__(self, twist: tuple[float, float]) -> None:
+        self.twist = np.array([twist], np.float32)
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: Observation):  # type: ignore[no-untyped-def]
+        from tether.core.types import ActionChunk
+
+        return ActionChunk(self.twist, 0.05, obs.stamp_ns)
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("end", [True, False])
+def test_collision_timeout_and_path_length_outcomes(repo, end: bool) -> None:  # type: ignore[no-untyped-def]
+    """Driving straight at the post on the line to the goal: with ``end_on_collision`` the
+    episode ends at the touch, outcome "collision"; without, the base pushes on until the
+    time limit, outcome "timeout". The summary carries the path length driven (true pose)
+    and the least clearance; a base that reaches the goal ends with outcome "success"."""
+    pytest.importorskip("mujoco")
+    from tether.sim.loop import run_local_episode
+    from tether.sim.runner import SimRunner
+
+    cfg = load_config(
+        repo / "configs/experiments/husky_obstacle_course.yaml",
+        [
+            "sim.type=mujoco",
+            "sim.cameras=[]",
+            "sim.reset_noise=0.0",
+            "task.bearing_range=[0.0,0.0]",
+            "task.max_duration_s=8.0",
+            f"task.end_on_collision={str(end).lower()}",
+        ],
+    )
+    runner = SimRunner(cfg)
+    try:
+        # the first obstacle lies within 0.3 m of the start-goal line: straight ahead hits it
+        for _ in range(10):
+            s = run_local_episode(cfg, runner, Constant((0.6, 0.0)))
+            y0 = runner.backend.body_pose("obstacle_0")[0][1]
+            if abs(y0) < 0.2:
+                break
+        assert abs(y0) < 0.2
+        x0 = runner.backend.body_pose("obstacle_0")[0][0]
+        m = s["metrics"]
+        if end:
+            assert s["outcome"] == "collision" and not s["success"]
+            assert s["sim_time_s"] < 8.0 - 0.5
+            assert m["min_clearance_m"] < 0.01
+        else:
+            assert s["outcome"] == "timeout" and s["steps"] == 160
+        # the base drove up to the post: about its distance less the radius and the front
+        expected = x0 - OBSTACLE_RADIUS - husky.ROBOT.footprint[0]
+        assert m["path_length_m"] == pytest.approx(expected, abs=0.15)
+        # an empty course: straight to the goal, outcome success, path about the distance
+        # less the success radius
+        free = load_config(
+            repo / "configs/experiments/husky_go_to_goal.yaml",
+            [
+                "sim.type=mujoco",
+                "sim.cameras=[]",
+                "sim.reset_noise=0.0",
+                "task.bearing_range=[0.0,0.0]",
+            ],
+        )
+        runner2 = SimRunner(free)
+        try:
+            s2 = run_local_episode(free, runner2, Constant((0.6, 0.0)))
+            goal = runner2.backend.body_pose("goal")[0][0]
+        finally:
+            runner2.backend.close()
+        assert s2["outcome"] == "success"
+        assert s2["metrics"]["path_length_m"] == pytest.approx(goal - 0.5, abs=0.1)
+    finally:
+        runner.backend.close()
