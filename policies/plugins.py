@@ -44,6 +44,10 @@ PLUGINS = {
             "tether.policies.quad.config_quad:QuadHoverTrainConfig",
             "tether.policies.quad.trainer:QuadHoverTrainer",
         ),
+        "nav_ppo": Entry(
+            "tether.policies.nav.config:NavTrainConfig",
+            "tether.policies.nav.trainer:NavTrainer",
+        ),
         # the ``finetune:`` section: a per-step residual RL policy on a frozen base
         "residual": Entry(
             "tether.policies.residual.config:FinetuneConfig",

@@ -299,6 +299,9 @@ class OnnxPolicy:
                 out[spec["name"]] = self.rng.standard_normal(shape).astype(dtype)
                 continue
             value = stacked[spec["key"]]
+            if "slice" in spec:  # part of each step's vector (a planner's goal: env_state[0:2])
+                lo, hi = (int(v) for v in spec["slice"])
+                value = value.reshape(value.shape[0], -1)[:, lo:hi]
             if spec["key"] == TEXT_KEY:  # one embedding for every stacked frame
                 value = np.broadcast_to(value, (int(np.prod(shape)) // value.size, value.size))
             if value.size != int(np.prod(shape)):

@@ -61,6 +61,13 @@ PLUGINS = {
             "tether.sim.quadrotor.batched_env:batched_hover_env",
             {"protocol": "tether.core.protocols:BatchedEnv"},
         ),
+        # N mobile bases on the obstacle course, kinematic, with domain randomisation: the
+        # learned local planner's training world (docs/base_planner.md); the class takes
+        # (cfg, robot description, n, control_hz, seed=...)
+        "batched/mobile_base": Entry(
+            "tether.sim.config_nav_world:NavWorldConfig",
+            "tether.sim.nav_world:BatchedNavWorld",
+        ),
         # the gymnasium view of any experiment's backend + task (tether.sim.make_env)
         "gym/any": Entry(None, "tether.sim.gym_env:make_env", {"protocol": "gymnasium.Env"}),
     },

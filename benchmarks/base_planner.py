@@ -1,0 +1,183 @@
+"""Local planners for the Husky on the obstacle course (issue #20, docs/base_planner.md):
+the learned planner (the shipped ONNX model), the Dynamic Window Approach planner (`dwa`)
+and the follow-the-gap expert (`base_expert`), per density level and engine, on the same
+unseen seeds: success, collision and timeout rates, mean time to the goal and path length of
+the successful runs; the learned planner's training wall-clock (its train.json) and its
+per-step latency (one onnxruntime thread, p50 / p99). Writes
+benchmarks/results/base_planner.json and base_planner.png.
+
+    python benchmarks/base_planner.py [--episodes 100] [--engines pybullet mujoco]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from common import RESULTS, write_result  # noqa: E402
+
+EXPERIMENT = REPO / "configs/experiments/husky_obstacle_course.yaml"
+MODEL = REPO / "models/husky_nav_planner"
+LEVELS = ("sparse", "medium", "dense")
+SEED = 1000
+
+
+def policy_overrides(planner: str, model: Path) -> list[str]:
+    if planner == "learned":
+        return ["policy.type=onnx", f"policy.model={model / 'model.onnx'}"]
+    return [f"policy.type={planner}"]
+
+
+def run_case(planner: str, engine: str, level: str, episodes: int, model: Path) -> dict[str, Any]:
+    from tether.core.config import load_config
+    from tether.core.experiment import build_policy
+    from tether.policies.nav.evaluate import outcome_summary
+    from tether.sim.loop import run_local_episode
+    from tether.sim.runner import SimRunner
+
+    cfg = load_config(
+        EXPERIMENT,
+        [
+            f"sim.type={engine}",
+            "sim.cameras=[]",
+            f"task.density={level}",
+            "task.end_on_collision=true",
+            f"episodes.seed={SEED}",
+            *policy_overrides(planner, model),
+        ],
+    )
+    runner = SimRunner(cfg)
+    policy = build_policy(cfg, runner.spec)
+    t0 = time.monotonic()
+    results = []
+    try:
+        for _ in range(episodes):
+            s = run_local_episode(cfg, runner, policy)
+            results.append(
+                {
+                    "seed": s["seed"],
+                    "outcome": s["outcome"],
+                    "time_s": s["sim_time_s"],
+                    "path_length_m": s["metrics"]["path_length_m"],
+                }
+            )
+    finally:
+        runner.backend.close()
+    out = outcome_summary(results)
+    out["wall_s"] = round(time.monotonic() - t0, 1)
+    out["failed"] = [(r["seed"], r["outcome"]) for r in results if r["outcome"] != "success"]
+    return out
+
+
+def latency(model: Path, steps: int = 2000) -> dict[str, float]:
+    """Per-step latency of the exported planner through the onnx policy, one thread."""
+    from tether.core import registry
+    from tether.core.types import Observation
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.runtime import OnnxPolicy
+
+    spec = registry.load("robot", "husky").spec(control_hz=20.0, cameras=())
+    policy = OnnxPolicy(OnnxPolicyConfig(model=model / "model.onnx", threads=1), spec)
+    rng = np.random.default_rng(0)
+    times = []
+    for k in range(steps):
+        obs = Observation(
+            {
+                "state": rng.uniform(-1, 1, 13).astype(np.float32),
+                "env_state": rng.uniform(-5, 5, 7 * 9).astype(np.float32),
+                "scan": rng.uniform(0.2, 10, 64).astype(np.float32),
+            },
+            stamp_ns=k * 50_000_000,
+        )
+        t = time.perf_counter()
+        policy.act(obs)
+        times.append((time.perf_counter() - t) * 1e3)
+    lat = np.asarray(times[100:])
+    return {
+        "p50": round(float(np.percentile(lat, 50)), 4),
+        "p99": round(float(np.percentile(lat, 99)), 4),
+    }
+
+
+def plot(cases: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    engines = sorted({c["engine"] for c in cases})
+    planners = list(dict.fromkeys(c["planner"] for c in cases))
+    fig, axes = plt.subplots(1, len(engines), figsize=(5 * len(engines), 3.6), squeeze=False)
+    for ax, engine in zip(axes[0], engines, strict=True):
+        width = 0.8 / len(planners)
+        for k, planner in enumerate(planners):
+            rows = [c for c in cases if c["engine"] == engine and c["planner"] == planner]
+            x = np.array([LEVELS.index(c["level"]) for c in rows]) + k * width
+            ax.bar(x, [c["success_rate"] for c in rows], width, label=f"{planner} success")
+            ax.bar(x, [-c["collision_rate"] for c in rows], width, alpha=0.5)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xticks(np.arange(len(LEVELS)) + 0.4 - width / 2, LEVELS)
+        ax.set_ylim(-1, 1.05)
+        ax.set_title(f"{engine}: success (up), collisions (down)")
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--episodes", type=int, default=100, help="seeds per planner, level, engine")
+    ap.add_argument("--engines", nargs="+", default=["pybullet", "mujoco"])
+    ap.add_argument("--planners", nargs="+", default=["learned", "dwa", "base_expert"])
+    ap.add_argument("--model", type=Path, default=MODEL, help="an exported planner folder")
+    args = ap.parse_args()
+    cases = []
+    for engine in args.engines:
+        for level in LEVELS:
+            for planner in args.planners:
+                case = run_case(planner, engine, level, args.episodes, args.model)
+                case.update(planner=planner, engine=engine, level=level)
+                print(
+                    f"{engine:8s} {level:6s} {planner:11s} success {case['success_rate']:.0%} "
+                    f"collision {case['collision_rate']:.0%} timeout {case['timeout_rate']:.0%} "
+                    f"({case['wall_s']:.0f} s)",
+                    flush=True,
+                )
+                cases.append(case)
+    data: dict[str, Any] = {
+        "how": "python benchmarks/base_planner.py: run_local_episode on "
+        "configs/experiments/husky_obstacle_course.yaml with task.density, "
+        "task.end_on_collision=true, seeds from 1000",
+        "episodes": args.episodes,
+        "seeds": [SEED, SEED + args.episodes - 1],
+        "cases": cases,
+    }
+    if "learned" in args.planners:
+        data["learned"] = {
+            "model": str(args.model.relative_to(REPO)),
+            "latency_ms": latency(args.model),
+        }
+        train = args.model / "train.json"
+        if train.is_file():
+            t = json.loads(train.read_text())
+            data["learned"]["training"] = {
+                k: t[k] for k in ("env_steps", "wall_s", "engine") if k in t
+            }
+    write_result("base_planner", data)
+    plot(cases, RESULTS / "base_planner.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""A batched kinematic world for training the learned planner: N differential-drive bases
+on the obstacle course, stepped together in numpy (tens of thousands of control steps per
+second on one core, where one physics engine runs about 1,500).
+
+Per base and control step (``dt``):
+
+1. the policy's command (v, w) waits ``latency`` steps (a queue), then is clipped to the
+   robot's velocity bounds and ramped at its accelerations (times ``accel_scale``: a heavier
+   or weaker base), as the simulators' ``limit_acceleration`` does;
+2. the base moves as a unicycle by that twist times its slip gains (``lin_gain``,
+   ``yaw_gain``): a skid-steer turns slower than its wheels say (docs/mobile_base.md);
+3. wheel odometry integrates the unslipped twist, so it drifts from the true pose as the
+   engines' odometry does;
+4. the lidar casts ``n_beams`` rays from the base centre at the obstacles (exact circles),
+   plus Gaussian noise and dropouts (a dropped beam reads range_max).
+
+The layouts are the obstacle course's own (``ObstacleCourseTask.reset`` on a stand-in
+backend), at the density each base draws. Outcomes as in the engines: success within the
+task's success radius of the goal, collision when the outline comes within 1 cm of an
+obstacle, timeout at the time limit. The domain randomisation (latency, slip, acceleration,
+lidar noise and dropouts) is drawn per base at each reset from ``NavWorldConfig``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tether.core.robot_kinds import MobileBaseDescription
+from tether.sim.base_scene import OBSTACLE_RADIUS, PARKING
+from tether.sim.config_nav_world import NavWorldConfig
+from tether.sim.nav_features import FEATURES, GOAL_CAP, RANGE_CAP, SECTORS, features
+from tether.sim.robots.diff_drive import beam_angles, yaw_quat
+from tether.sim.tasks.config_base_tasks import ObstacleCourseConfig
+from tether.sim.tasks.obstacle_course import TOUCH, ObstacleCourseTask
+
+
+class LayoutSim:
+    """The part of a backend the obstacle course's reset uses: poses in a dict, the robot's
+    description; the base at the origin facing +x."""
+
+    def __init__(self, robot: MobileBaseDescription) -> None:
+        self.robot = robot
+        self.poses: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def clear(self) -> None:
+        self.poses = {"base_footprint": (np.zeros(3), yaw_quat(0.0))}
+
+    def body_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name not in self.poses:
+            return np.array([*PARKING, 0.0]), yaw_quat(0.0)
+        return self.poses[name]
+
+    def set_body_pose(self, name: str, pos: np.ndarray, quat: np.ndarray) -> None:
+        self.poses[name] = (np.asarray(pos, float).copy(), np.asarray(quat, float).copy())
+
+
+@dataclass
+class Layout:
+    """One episode's scene: the goal (2,) and the obstacle centres (M, 2) (parked ones far)."""
+
+    goal: np.ndarray
+    obstacles: np.ndarray
+
+
+def draw_layout(task: ObstacleCourseTask, sim: LayoutSim, rng: np.random.Generator) -> Layout:
+    """The obstacle course's layout for one episode (its own rejection sampler)."""
+    sim.clear()
+    task.reset(sim, rng)  # type: ignore[arg-type]
+    goal = sim.body_pose("goal")[0][:2]
+    obstacles = np.array([sim.body_pose(o)[0][:2] for o in task.obstacles]).reshape(-1, 2)
+    return Layout(goal, obstacles)
+
+
+class BatchedNavWorld:
+    """N bases stepped together (see the module docstring). ``step`` takes commands (N, 2)
+    in [-1, 1] (times the velocity bounds) and returns features, rewards, terminated,
+    truncated and each base's outcome; finished bases restart at once (``last_outcome``
+    keeps how each ended)."""
+
+    def __init__(
+        self,
+        cfg: NavWorldConfig,
+        robot: MobileBaseDescription,
+        n: int,
+        control_hz: float,
+        seed: int = 0,
+    ) -> None:
+        self.cfg, self.robot, self.n = cfg, robot, n
+        self.dt = 1.0 / control_hz
+        self.v_max, self.w_max = float(robot.max_linear), float(robot.max_angular)
+        self.accel = np.array([robot.max_linear_accel, robot.max_angular_accel], np.float64)
+        self.half = np.asarray(robot.footprint, np.float64)
+        self.angles = beam_angles(cfg.n_beams, cfg.fov_deg)
+        self.rng = np.random.default_rng(seed)
+        self.tasks = {
+            level: ObstacleCourseTask(
+                ObstacleCourseConfig(density=level, max_duration_s=cfg.max_duration_s)
+            )
+            for level in cfg.densities
+        }
+        m = max(t.cfg.n_obstacles for t in self.tasks.values())
+        self.max_steps = round(cfg.max_duration_s * control_hz)
+        self.success_radius = ObstacleCourseConfig().success_radius
+        self._sim = LayoutSim(robot)
+        # layouts drawn up front (the rejection sampler takes ~7 ms, a step of all bases
+        # ~3 ms): a pool per level, each used as drawn or mirrored across the start-goal axis
+        self.pools = {
+            level: [draw_layout(task, self._sim, self.rng) for _ in range(cfg.layout_pool)]
+            for level, task in self.tasks.items()
+        }
+        # state per base
+        self.pose = np.zeros((n, 3))  # true x, y, yaw
+        self.odom = np.zeros((n, 3))
+        self.vel = np.zeros((n, 2))  # the ramped command in force
+        self.goal = np.zeros((n, 2))
+        self.obstacles = np.full((n, m, 2), PARKING[0])
+        self.steps = np.zeros(n, np.int64)
+        self.dist = np.zeros(n)
+        self.queue = np.zeros((n, cfg.latency_steps[1] + 1, 2))
+        # domain randomisation per base
+        self.latency = np.zeros(n, np.int64)
+        self.gains = np.ones((n, 2))
+        self.accel_scale = np.ones(n)
+        self.noise = np.zeros(n)
+        self.dropout = np.zeros(n)
+        self.level = np.zeros(n, np.int64)
+        self.last_outcome = [""] * n
+        self.episode_stats: list[dict[str, Any]] = []
+        self._path = np.zeros(n)
+        for i in range(n):
+            self._reset_one(i)
+
+    # ---- episodes -----------------------------------------------------------------------
+
+    def _reset_one(self, i: int) -> None:
+        c, rng = self.cfg, self.rng
+        levels = list(self.tasks)
+        self.level[i] = int(rng.integers(len(levels)))
+        level = levels[self.level[i]]
+        pool = self.pools[level]
+        if pool:
+            layout = pool[int(rng.integers(len(pool)))]
+            if rng.random() < 0.5:  # mirrored: y -> -y
+                flip = np.array([1.0, -1.0])
+                layout = Layout(layout.goal * flip, layout.obstacles * flip)
+        else:
+            layout = draw_layout(self.tasks[level], self._sim, rng)
+        self.goal[i] = layout.goal
+        self.obstacles[i] = PARKING[0]
+        self.obstacles[i, : len(layout.obstacles)] = layout.obstacles
+        noise = c.start_noise
+        self.pose[i] = rng.uniform(-noise, noise, 3) * np.array([1.0, 1.0, 1.0])
+        self.odom[i] = self.pose[i]  # the odom frame starts at the true pose (the engines' too)
+        self.vel[i] = 0.0
+        self.queue[i] = 0.0
+        self.steps[i] = 0
+        self._path[i] = 0.0
+        self.latency[i] = rng.integers(c.latency_steps[0], c.latency_steps[1] + 1)
+        self.gains[i] = (rng.uniform(*c.lin_gain), rng.uniform(*c.yaw_gain))
+        self.accel_scale[i] = rng.uniform(*c.accel_scale)
+        self.noise[i] = rng.uniform(*c.lidar_noise)
+        self.dropout[i] = rng.uniform(*c.lidar_dropout)
+        self.dist[i] = float(np.hypot(*(self.goal[i] - self.pose[i, :2])))
+
+    def feature_info(self) -> dict[str, Any]:
+        """What the features are (a planner's contract carries it; nav_features.py)."""
+        return {
+            "dim": FEATURES,
+            "sectors": SECTORS,
+            "range_cap": RANGE_CAP,
+            "goal_cap": GOAL_CAP,
+            "n_beams": self.cfg.n_beams,
+            "fov_deg": self.cfg.fov_deg,
+            "layout": "lidar sectors (nearest return, / range_cap), goal distance / goal_cap, "
+            "cos and sin of its bearing (odometry pose), odometry velocity / velocity bounds",
+        }
+
+    def observe(self) -> np.ndarray:
+        """Features (N, FEATURES) of every base (nav_features.features)."""
+        return features(self.scan(), self.odom, self.goal, self.vel, self.v_max, self.w_max)
+
+    # ---- sensing ------------------------------------------------------------------------
+
+    def scan(self) -> np.ndarray:
+        """Lidar ranges (N, n_beams) m: exact rays against the obstacle circles, then noise
+        and dropouts."""
+        c = self.cfg
+        ang = self.angles[None, :] + self.pose[:, 2:3]  # (N, B)
+        d = np.stack([np.cos(ang), np.sin(ang)], -1)  # (N, B, 2)
+        rel = self.obstacles - self.pose[:, None, :2]  # (N, M, 2)
+        along = np.einsum("nbk,nmk->nbm", d, rel)
+        perp2 = (rel**2).sum(-1)[:, None, :] - along**2
+        inside = OBSTACLE_RADIUS**2 - perp2
+        hit = (along > 0) & (inside > 0)
+        r = np.where(hit, along - np.sqrt(np.maximum(inside, 0.0)), c.range_max).min(-1)
+        r = r + self.rng.standard_normal(r.shape) * self.noise[:, None]
+        r = np.where(self.rng.random(r.shape) < self.dropout[:, None], c.range_max, r)
+        return np.clip(r, c.range_min, c.range_max)
+
+    def clearance(self) -> np.ndarray:
+        """Distance (N,) m from each outline to its nearest obstacle surface."""
+        c, s = np.cos(self.pose[:, 2]), np.sin(self.pose[:, 2])
+        rel = self.obstacles - self.pose[:, None, :2]
+        lx = c[:, None] * rel[..., 0] + s[:, None] * rel[..., 1]
+        ly = -s[:, None] * rel[..., 0] + c[:, None] * rel[..., 1]
+        ox = np.maximum(np.abs(lx) - self.half[0], 0.0)
+        oy = np.maximum(np.abs(ly) - self.half[1], 0.0)
+        return (np.hypot(ox, oy) - OBSTACLE_RADIUS).min(-1)
+
+    # ---- stepping -----------------------------------------------------------------------
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Commands (N, 2) in [-1, 1] -> (features of the next state, rewards, terminated,
+        truncated, infos). A finished base's features are its next episode's first; its
+        info holds ``terminal_observation``, ``outcome`` and ``is_success``."""
+        c, dt, n = self.cfg, self.dt, self.n
+        a = np.clip(np.nan_to_num(np.asarray(actions, np.float64)), -1.0, 1.0)
+        cmd = a * np.array([self.v_max, self.w_max])
+        # latency: the command leaves the queue latency steps later
+        self.queue = np.roll(self.queue, 1, axis=1)
+        self.queue[:, 0] = cmd
+        applied = self.queue[np.arange(n), self.latency]
+        # acceleration limits, scaled per base
+        step = self.accel[None, :] * self.accel_scale[:, None] * dt
+        self.vel = self.vel + np.clip(applied - self.vel, -step, step)
+        # the true motion slips; odometry integrates the wheels' twist
+        v_true, w_true = (self.vel * self.gains).T
+        self.pose = _integrate(self.pose, v_true, w_true, dt)
+        self.odom = _integrate(self.odom, self.vel[:, 0], self.vel[:, 1], dt)
+        self.steps += 1
+        self._path += np.abs(v_true) * dt
+        dist = np.hypot(*(self.goal - self.pose[:, :2]).T)
+        progress = self.dist - dist
+        self.dist = dist
+        clear = self.clearance()
+        success = dist <= self.success_radius
+        collision = (clear < TOUCH) & ~success
+        timeout = (self.steps >= self.max_steps) & ~success & ~collision
+        reward = (
+            c.progress_reward * progress
+            - c.time_penalty
+            + c.success_reward * success
+            - c.collision_penalty * collision
+            - c.proximity_penalty * np.clip((c.proximity - clear) / c.proximity, 0.0, 1.0)
+        )
+        terminated = success | collision
+        done = terminated | timeout
+        obs = self.observe()
+        infos: list[dict[str, Any]] = [{} for _ in range(n)]
+        for i in np.flatnonzero(done):
+            outcome = "success" if success[i] else "collision" if collision[i] else "timeout"
+            self.last_outcome[i] = outcome
+            stats = {
+                "outcome": outcome,
+                "level": list(self.tasks)[self.level[i]],
+                "time_s": round(float(self.steps[i] * dt), 3),
+                "path_length_m": round(float(self._path[i]), 3),
+            }
+            self.episode_stats.append(stats)
+            infos[i] = {
+                **stats,
+                "terminal_observation": obs[i].copy(),
+                "is_success": bool(success[i]),
+                "TimeLimit.truncated": bool(timeout[i]),
+            }
+            self._reset_one(int(i))
+        if done.any():  # the restarted bases' first observations
+            obs[done] = self.observe()[done]
+        return obs, reward.astype(np.float32), terminated, timeout, infos
+
+
+def _integrate(pose: np.ndarray, v: np.ndarray, w: np.ndarray, dt: float) -> np.ndarray:
+    """Poses (N, 3) after a twist (v, w) held for dt (exact arcs; straight when w ~ 0)."""
+    x, y, th = pose.T
+    dth = w * dt
+    small = np.abs(dth) < 1e-9
+    safe = np.where(small, 1.0, dth)
+    k = np.where(small, dt * v, v * dt * np.sin(safe / 2) / (safe / 2))
+    mid = th + dth / 2
+    return np.stack([x + k * np.cos(mid), y + k * np.sin(mid), _wrap(th + dth)], axis=1)
+
+
+def _wrap(a: np.ndarray) -> np.ndarray:
+    return (a + math.pi) % (2 * math.pi) - math.pi
