@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Range = tuple[float, float]
-Density = Literal["sparse", "medium", "dense"]
+Density = Literal["open", "sparse", "medium", "dense"]
 
 
 class NavWorldConfig(BaseModel):
@@ -16,8 +16,9 @@ class NavWorldConfig(BaseModel):
     (drawn per base at each reset), lidar and reward."""
 
     model_config = ConfigDict(extra="forbid")
-    # the obstacle-course levels episodes draw from (uniformly)
-    densities: tuple[Density, ...] = ("sparse", "medium", "dense")
+    # the scenes episodes draw from (uniformly): "open" is go_to_goal's (a goal 2-5 m away in
+    # any direction, no obstacles), the others the obstacle course's density levels
+    densities: tuple[Density, ...] = ("open", "sparse", "medium", "dense")
     max_duration_s: float = Field(40.0, gt=0)
     # layouts drawn per level before training (0: a fresh one at every reset)
     layout_pool: int = Field(500, ge=0)

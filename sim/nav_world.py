@@ -34,7 +34,7 @@ from tether.sim.base_scene import OBSTACLE_RADIUS, PARKING
 from tether.sim.config_nav_world import NavWorldConfig
 from tether.sim.nav_features import FEATURES, GOAL_CAP, RANGE_CAP, SECTORS, features
 from tether.sim.robots.diff_drive import beam_angles, yaw_quat
-from tether.sim.tasks.config_base_tasks import ObstacleCourseConfig
+from tether.sim.tasks.config_base_tasks import GoToGoalConfig, ObstacleCourseConfig
 from tether.sim.tasks.obstacle_course import TOUCH, ObstacleCourseTask
 
 
@@ -75,6 +75,21 @@ def draw_layout(task: ObstacleCourseTask, sim: LayoutSim, rng: np.random.Generat
     return Layout(goal, obstacles)
 
 
+def scene_task(level: str, max_duration_s: float) -> ObstacleCourseTask:
+    """The task whose reset draws a level's layouts: the obstacle course at that density, or
+    for "open" one without obstacles and with go_to_goal's goal ranges."""
+    if level == "open":
+        free = GoToGoalConfig()
+        cfg = ObstacleCourseConfig(
+            n_obstacles=0,
+            distance_range=free.distance_range,
+            bearing_range=free.bearing_range,
+            max_duration_s=max_duration_s,
+        )
+        return ObstacleCourseTask(cfg)
+    return ObstacleCourseTask(ObstacleCourseConfig(density=level, max_duration_s=max_duration_s))
+
+
 class BatchedNavWorld:
     """N bases stepped together (see the module docstring). ``step`` takes commands (N, 2)
     in [-1, 1] (times the velocity bounds) and returns features, rewards, terminated,
@@ -96,13 +111,8 @@ class BatchedNavWorld:
         self.half = np.asarray(robot.footprint, np.float64)
         self.angles = beam_angles(cfg.n_beams, cfg.fov_deg)
         self.rng = np.random.default_rng(seed)
-        self.tasks = {
-            level: ObstacleCourseTask(
-                ObstacleCourseConfig(density=level, max_duration_s=cfg.max_duration_s)
-            )
-            for level in cfg.densities
-        }
-        m = max(t.cfg.n_obstacles for t in self.tasks.values())
+        self.tasks = {level: scene_task(level, cfg.max_duration_s) for level in cfg.densities}
+        m = max(1, *(t.cfg.n_obstacles for t in self.tasks.values()))
         self.max_steps = round(cfg.max_duration_s * control_hz)
         self.success_radius = ObstacleCourseConfig().success_radius
         self._sim = LayoutSim(robot)

@@ -92,12 +92,12 @@ def plot_curve(history: list[dict[str, Any]], evals: list[dict[str, Any]], path:
             x, [h["collision"] for h in history], color="tab:red", lw=1, label="training collision"
         )
     for e in evals:
-        for level, mark in zip(("sparse", "medium", "dense"), ("o", "s", "^"), strict=True):
+        for level, mark in zip(("open", "sparse", "medium", "dense"), "dos^", strict=True):
             if level in e["levels"]:
                 ax.plot(e["steps"] / 1e6, e["levels"][level]["success_rate"], mark, color="k", ms=4)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("env steps (millions)")
-    ax.set_ylabel("rate (markers: evaluation success o sparse, s medium, ^ dense)")
+    ax.set_ylabel("rate; evaluations: d open, o sparse, s medium, ^ dense")
     ax.set_title("nav_ppo: PPO on the batched kinematic world")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

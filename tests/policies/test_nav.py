@@ -129,9 +129,15 @@ def test_world_outcomes_collision_success_timeout() -> None:
 
 def test_world_layouts_are_the_obstacle_course_levels() -> None:
     """Each base's scene is the obstacle course's own at its level: gaps respected, the
-    dense level crowded, mirrored layouts as valid as drawn ones."""
+    dense level crowded, mirrored layouts as valid as drawn ones; "open" is go_to_goal's
+    (2-5 m in any direction, no obstacles)."""
     from tether.sim.tasks.config_base_tasks import ObstacleCourseConfig
 
+    open_world = world(20, EXACT.model_copy(update={"densities": ("open",)}), seed=2)
+    assert np.all(open_world.obstacles[:, :, 0] > 50)  # no obstacles
+    dist = np.hypot(*open_world.goal.T)
+    assert dist.min() >= 2.0 - 1e-9 and dist.max() <= 5.0 + 1e-9
+    assert (open_world.goal[:, 0] < 0).any()  # goals behind the start too
     for level in ("sparse", "dense"):
         cfg = EXACT.model_copy(update={"densities": (level,), "layout_pool": 4})
         w = world(40, cfg, seed=1)
@@ -237,7 +243,7 @@ def test_train_export_and_serve(repo: Path, tmp_path: Path) -> None:
     assert main(args) == 0
     result = json.loads((out / "train.json").read_text())
     assert result["env_steps"] >= 8000 and len(result["evaluations"]) >= 2
-    assert set(result["best"]["levels"]) == {"sparse", "medium", "dense"}
+    assert set(result["best"]["levels"]) == {"open", "sparse", "medium", "dense"}
     assert (out / "training_curve.png").stat().st_size > 1000
     assert main(["export", str(out), "--format", "onnx"]) == 0
     meta = json.loads((out / "onnx/model.json").read_text())
