@@ -123,8 +123,9 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
         for k, planner in enumerate(planners):
             rows = [c for c in cases if c["engine"] == engine and c["planner"] == planner]
             x = np.array([LEVELS.index(c["level"]) for c in rows]) + k * width
-            ax.bar(x, [c["success_rate"] for c in rows], width, label=f"{planner} success")
-            ax.bar(x, [-c["collision_rate"] for c in rows], width, alpha=0.5)
+            bars = ax.bar(x, [c["success_rate"] for c in rows], width, label=planner)
+            colour = bars.patches[0].get_facecolor() if bars.patches else None
+            ax.bar(x, [-c["collision_rate"] for c in rows], width, color=colour, alpha=0.45)
         ax.axhline(0, color="k", lw=0.5)
         ax.set_xticks(np.arange(len(LEVELS)) + 0.4 - width / 2, LEVELS)
         ax.set_ylim(-1, 1.05)
@@ -141,8 +142,20 @@ def main() -> int:
     ap.add_argument("--engines", nargs="+", default=["pybullet", "mujoco"])
     ap.add_argument("--planners", nargs="+", default=["learned", "dwa", "base_expert"])
     ap.add_argument("--model", type=Path, default=MODEL, help="an exported planner folder")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other planners' cases of the existing result (same episodes)",
+    )
     args = ap.parse_args()
     cases = []
+    previous: dict[str, Any] = {}
+    path = RESULTS / "base_planner.json"
+    if args.merge and path.is_file():
+        previous = json.loads(path.read_text())
+        if previous.get("episodes") != args.episodes:
+            ap.error(f"--merge: {path} has {previous.get('episodes')} episodes per case")
+        cases = [c for c in previous["cases"] if c["planner"] not in args.planners]
     for engine in args.engines:
         for level in LEVELS:
             for planner in args.planners:
@@ -163,6 +176,8 @@ def main() -> int:
         "seeds": [SEED, SEED + args.episodes - 1],
         "cases": cases,
     }
+    if "learned" in previous and "learned" not in args.planners:
+        data["learned"] = previous["learned"]
     if "learned" in args.planners:
         data["learned"] = {
             "model": str(args.model.relative_to(REPO)),

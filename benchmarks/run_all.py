@@ -22,6 +22,7 @@ BENCHMARKS = [
     "shipped_models.py",
     "residual_rl.py",
     "vla.py",
+    "base_planner.py",
     "gpu_latency.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -446,6 +447,44 @@ def vla_table(d: dict) -> list[str]:
     return rows
 
 
+def base_planner_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| local planners, Husky obstacle course (`benchmarks/results/base_planner.json`): "
+        "engine, density | planner | success | collision | timeout | mean time / path of "
+        "successes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        tp = "-"
+        if "mean_time_s" in c:
+            tp = f"{c['mean_time_s']:.1f} s / {c['mean_path_length_m']:.1f} m"
+        rows.append(
+            f"| {c['engine']}, {c['level']} | {c['planner']} | {100 * c['success_rate']:.0f} % | "
+            f"{100 * c['collision_rate']:.0f} % | {100 * c['timeout_rate']:.0f} % | {tp} |"
+        )
+    note = ""
+    learned = d.get("learned")
+    if learned:
+        lat = learned["latency_ms"]
+        note = (
+            f" The learned planner (`{learned['model']}`, reading odometry; the classical ones "
+            f"read the true pose): per-step latency p50 / p99 {lat['p50']:.3f} / "
+            f"{lat['p99']:.3f} ms on one onnxruntime thread"
+        )
+        tr = learned.get("training")
+        if tr:
+            note += f", trained in {tr['wall_s'] / 60:.0f} min ({tr['env_steps'] / 1e6:.1f} M env steps)"
+        note += "."
+    m = d["machine"]
+    rows += [
+        "",
+        f"{d['episodes']} seeds per case from 1000, end at the first touch.{note} "
+        f"{m['date']}, {m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; {d['how']}.",
+    ]
+    return rows
+
+
 def gpu_latency_table(d: dict) -> list[str]:
     if d.get("skipped"):
         return [
@@ -484,6 +523,7 @@ TABLES = [
     ("shipped_models.json", shipped_models_table),
     ("residual_rl.json", residual_rl_table),
     ("vla.json", vla_table),
+    ("base_planner.json", base_planner_table),
     ("gpu_latency.json", gpu_latency_table),
 ]
 
