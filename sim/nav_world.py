@@ -163,7 +163,7 @@ class BatchedNavWorld:
         self.obstacles[i] = PARKING[0]
         self.obstacles[i, : len(layout.obstacles)] = layout.obstacles
         noise = c.start_noise
-        self.pose[i] = rng.uniform(-noise, noise, 3) * np.array([1.0, 1.0, 1.0])
+        self.pose[i] = rng.uniform(-noise, noise, 3)
         self.odom[i] = self.pose[i]  # the odom frame starts at the true pose (the engines' too)
         self.vel[i] = 0.0
         self.queue[i] = 0.0
@@ -189,26 +189,29 @@ class BatchedNavWorld:
             "cos and sin of its bearing (odometry pose), odometry velocity / velocity bounds",
         }
 
-    def observe(self) -> np.ndarray:
-        """Features (N, FEATURES) of every base (nav_features.features)."""
-        return features(self.scan(), self.odom, self.goal, self.vel, self.v_max, self.w_max)
+    def observe(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Features (N, FEATURES) of every base, or of the bases ``idx`` (nav_features)."""
+        return features(
+            self.scan(idx), self.odom[idx], self.goal[idx], self.vel[idx], self.v_max, self.w_max
+        )
 
     # ---- sensing ------------------------------------------------------------------------
 
-    def scan(self) -> np.ndarray:
-        """Lidar ranges (N, n_beams) m: exact rays against the obstacle circles, then noise
-        and dropouts."""
+    def scan(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Lidar ranges (N, n_beams) m of every base, or of the bases ``idx``: exact rays
+        against the obstacle circles, then noise and dropouts."""
         c = self.cfg
-        ang = self.angles[None, :] + self.pose[:, 2:3]  # (N, B)
+        pose = self.pose[idx]
+        ang = self.angles[None, :] + pose[:, 2:3]  # (N, B)
         d = np.stack([np.cos(ang), np.sin(ang)], -1)  # (N, B, 2)
-        rel = self.obstacles - self.pose[:, None, :2]  # (N, M, 2)
+        rel = self.obstacles[idx] - pose[:, None, :2]  # (N, M, 2)
         along = np.einsum("nbk,nmk->nbm", d, rel)
         perp2 = (rel**2).sum(-1)[:, None, :] - along**2
         inside = OBSTACLE_RADIUS**2 - perp2
         hit = (along > 0) & (inside > 0)
         r = np.where(hit, along - np.sqrt(np.maximum(inside, 0.0)), c.range_max).min(-1)
-        r = r + self.rng.standard_normal(r.shape) * self.noise[:, None]
-        r = np.where(self.rng.random(r.shape) < self.dropout[:, None], c.range_max, r)
+        r = r + self.rng.standard_normal(r.shape) * self.noise[idx, None]
+        r = np.where(self.rng.random(r.shape) < self.dropout[idx, None], c.range_max, r)
         return np.clip(r, c.range_min, c.range_max)
 
     def clearance(self) -> np.ndarray:
@@ -281,7 +284,7 @@ class BatchedNavWorld:
             }
             self._reset_one(int(i))
         if done.any():  # the restarted bases' first observations
-            obs[done] = self.observe()[done]
+            obs[done] = self.observe(done)
         return obs, reward.astype(np.float32), terminated, timeout, infos
 
 

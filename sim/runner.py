@@ -210,7 +210,7 @@ class SimRunner:
         self.ret += float(res.reward)
         self.success = self.success or bool(res.terminated)
         self.failure = self.failure or res.info.get("failure")
-        res.truncated = bool(res.truncated and self.failure) or (
+        res.truncated = bool(res.info.get("failure")) or (
             self.steps >= self.max_steps and not res.terminated
         )
         self.done = bool(res.terminated or res.truncated)

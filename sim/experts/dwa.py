@@ -89,7 +89,6 @@ class DWAPlanner:
         # view: a rolling memory of what is behind the base, as a local costmap keeps it
         self._behind = np.zeros((0, 2))
         self._seen = np.zeros((0, 2))  # the last scan's points (world frame)
-        self._n_seen = 0
         self.map.clear()
         self.plan: Potential | None = None
         self._steps = 0
@@ -125,7 +124,7 @@ class DWAPlanner:
         dist = float(np.hypot(*g))
         field = None
         if self.cfg.global_plan:
-            self.map.add(pts[: self._n_seen] @ rot.T + (x, y))
+            self.map.add(self._seen)  # this scan's hits, world frame (_points)
             if self._steps % self.cfg.replan_every == 0 or self.plan is None:
                 self.plan = self._plan(goal, np.array([x, y]))
             self._steps += 1
@@ -242,7 +241,6 @@ class DWAPlanner:
         )
         self._behind = before[keep][-MEMORY_POINTS:]
         self._seen = seen @ rot.T + (x, y)
-        self._n_seen = len(seen)
         return np.concatenate([seen, local[keep][-MEMORY_POINTS:]])
 
     def _plan(self, goal: np.ndarray, base: np.ndarray) -> Potential:

@@ -42,6 +42,8 @@ class ObstacleCourseTask(PathTracker):
         self.obstacles = tuple(f"obstacle_{i}" for i in range(self.cfg.n_obstacles))
         self.objects: tuple[str, ...] = ("goal", *self.obstacles)
         self.min_clearance = math.inf
+        # (backend, sim time, clearance) of the step in progress (_clearance_now)
+        self._cached: tuple[SimBackend, float, float] | None = None
 
     def reset(self, sim: SimBackend, rng: np.random.Generator) -> None:
         """Goal from the distance/bearing ranges, then obstacles by rejection sampling in the
@@ -72,6 +74,7 @@ class ObstacleCourseTask(PathTracker):
                 sim.set_body_pose(name, np.array([p[0], p[1], 0.0]), IDENTITY)
                 break
         self.start_path(sim)
+        self._cached = None
         self.min_clearance = self.clearance(sim)
 
     def clearance(self, sim: SimBackend) -> float:
@@ -89,10 +92,21 @@ class ObstacleCourseTask(PathTracker):
             gaps.append(float(np.linalg.norm(outside)) - OBSTACLE_RADIUS)
         return min(gaps) if gaps else math.inf
 
+    def _clearance_now(self, sim: SimBackend) -> float:
+        """clearance(sim), computed once per step: track(), reward() and failure() all read
+        it (a backend's step calls the three at one sim time)."""
+        t = getattr(sim, "sim_time", None)
+        cached = self._cached
+        if t is not None and cached is not None and cached[0] is sim and cached[1] == t:
+            return cached[2]
+        value = self.clearance(sim)
+        self._cached = None if t is None else (sim, t, value)
+        return value
+
     def track(self, sim: SimBackend) -> None:
         """Path length and the least clearance of the episode so far."""
         super().track(sim)
-        self.min_clearance = min(self.min_clearance, self.clearance(sim))
+        self.min_clearance = min(self.min_clearance, self._clearance_now(sim))
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "min_clearance_m": round(self.min_clearance, 4)}
@@ -101,13 +115,13 @@ class ObstacleCourseTask(PathTracker):
         """1 - tanh(distance to goal / 2 m), minus ``collision_penalty`` while the base
         touches an obstacle (clearance under 1 cm)."""
         r = 1.0 - math.tanh(goal_distance(sim) / 2.0)
-        if self.clearance(sim) < TOUCH:
+        if self._clearance_now(sim) < TOUCH:
             r -= self.cfg.collision_penalty
         return float(r)
 
     def failure(self, sim: SimBackend) -> str | None:
         """ "collision" once the base touches an obstacle, with ``end_on_collision``."""
-        if self.cfg.end_on_collision and self.clearance(sim) < TOUCH:
+        if self.cfg.end_on_collision and self._clearance_now(sim) < TOUCH:
             return "collision"
         return None
 
