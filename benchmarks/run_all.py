@@ -23,6 +23,7 @@ BENCHMARKS = [
     "residual_rl.py",
     "vla.py",
     "base_planner.py",
+    "swarm.py",
     "gpu_latency.py",
 ]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -485,6 +486,50 @@ def base_planner_table(d: dict) -> list[str]:
     return rows
 
 
+def swarm_table(d: dict) -> list[str]:
+    rows = [
+        "",
+        "| drone swarms, Crazyflies with downwash (`benchmarks/results/swarm.json`): scenario, "
+        "drones | policy | all at goal | any collision | mean least separation | mean time to "
+        "goal of successes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in d["cases"]:
+        t = f"{c['mean_time_to_goal_s']:.1f} s" if "mean_time_to_goal_s" in c else "-"
+        rows.append(
+            f"| {c['scenario']}, {c['n']} ({c['episodes']} seeds) | {c['policy']} | "
+            f"{100 * c['success_rate']:.0f} % | {100 * c['collision_rate']:.0f} % | "
+            f"{c['mean_min_separation_m']:.2f} m | {t} |"
+        )
+    note = ""
+    learned = d.get("learned")
+    if learned:
+        lat = learned["latency_ms"]
+        one, full = lat["one_drone_7"], lat["swarm_16"]
+        note = (
+            f" The learned policy (`{learned['model']}`): one drone's query (itself and 6 "
+            f"neighbours) p50 / p99 {one['p50']:.3f} / {one['p99']:.3f} ms, a 16-drone swarm "
+            f"in one call {full['p50']:.3f} / {full['p99']:.3f} ms, one onnxruntime thread"
+        )
+        tr = learned.get("training")
+        if tr:
+            note += (
+                f"; trained in {tr['wall_s'] / 60:.0f} min ({tr['env_steps'] / 1e6:.1f} M PPO "
+                "agent decisions"
+            )
+            if tr.get("imitation_decisions"):
+                note += f" after {tr['imitation_decisions'] / 1e6:.1f} M of imitation"
+            note += ")"
+        note += "."
+    m = d["machine"]
+    rows += [
+        "",
+        f"{d['engine']}, seeds from 1000, end at the first collision.{note} {m['date']}, "
+        f"{m['cpus']} CPUs, load {m['load_avg_1m']:.1f}; {d['how']}.",
+    ]
+    return rows
+
+
 def gpu_latency_table(d: dict) -> list[str]:
     if d.get("skipped"):
         return [
@@ -524,6 +569,7 @@ TABLES = [
     ("residual_rl.json", residual_rl_table),
     ("vla.json", vla_table),
     ("base_planner.json", base_planner_table),
+    ("swarm.json", swarm_table),
     ("gpu_latency.json", gpu_latency_table),
 ]
 

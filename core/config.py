@@ -13,6 +13,7 @@ written elsewhere in the chain, that file too.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,20 @@ class DronesConfig(BaseModel):
     touchdown_height: float = Field(0.05, gt=0, le=0.5)
 
 
+class FleetMember(BaseModel):
+    """One drone of a hardware swarm (``hardware.fleet``): its namespace, where its local
+    frame sits in the swarm's shared world frame, and what differs in its device and mock
+    settings from ``hardware.device`` / ``hardware.mock_options``."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: str = Field(min_length=1)
+    # ENU offset (m) of the drone's local origin (a MAVLink autopilot's EKF origin, its
+    # take-off point) in the shared frame its odom is published in
+    origin: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    device: dict[str, Any] = Field(default_factory=dict)
+    mock_options: dict[str, Any] = Field(default_factory=dict)
+
+
 class HardwareConfig(BaseModel):
     """Real (or mock) hardware instead of a simulator: the hardware bridge drives it through
     the interfaces its driver already exposes (see tether.hardware.robots)."""
@@ -123,6 +138,32 @@ class HardwareConfig(BaseModel):
     # mock (MockArmConfig, MockBaseConfig, MockAutopilotConfig); validated when built
     device: dict[str, Any] = Field(default_factory=dict)
     mock_options: dict[str, Any] = Field(default_factory=dict)
+    # a drone's local origin in the shared world frame (ENU m): odom = local + origin
+    origin: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # several drones (a swarm): one hardware bridge (and mock, and policy server) per member,
+    # each in its namespace under ros.namespace (docs/swarm.md); empty: one drone
+    fleet: list[FleetMember] = Field(default_factory=list)
+
+    @field_validator("fleet")
+    @classmethod
+    def _distinct(cls, value: list[FleetMember]) -> list[FleetMember]:
+        names = [m.namespace.strip("/") for m in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"fleet namespaces must differ, got {names}")
+        return value
+
+    def member_overrides(self, i: int) -> list[str]:
+        """Dotted overrides that turn the experiment into fleet member i's one-drone
+        experiment (its bridge, mock and policy server load it so)."""
+        m = self.fleet[i]
+        device = {**self.device, **m.device}
+        mock = {**self.mock_options, **m.mock_options}
+        return [
+            "hardware.fleet=[]",
+            f"hardware.device={json.dumps(device)}",
+            f"hardware.mock_options={json.dumps(mock)}",
+            f"hardware.origin={json.dumps(list(m.origin))}",
+        ]
 
     @field_validator("type")
     @classmethod

@@ -26,6 +26,9 @@ def robot_spec(cfg: ExperimentConfig) -> RobotSpec:
     # robot options the sim section carries (a quadcopter's action mode and drone count)
     options = getattr(cfg.sim, "robot_options", None)
     extra = options(desc.kind) if options is not None else {}
+    if cfg.hardware is not None and desc.kind == "quadcopter":
+        # a real drone is flown by velocity setpoints (the hardware bridge's only command)
+        extra = {"mode": "velocity_setpoint"}
     return desc.spec(control_hz=world.control_hz, cameras=cameras, **extra)
 
 

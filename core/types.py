@@ -13,6 +13,10 @@ IMAGE_PREFIX = "images/"
 # the language input of a policy's observation keys: Observation.instruction (a dataset's
 # per-episode task string), fed to a VLA as its text encoder's embedding (docs/vla.md)
 TEXT_KEY = "instruction"
+# in a policy's observation keys: the policy flies one robot of a swarm and reads the other
+# robots' states too, after its own in ``state`` (a drone's policy server subscribes to its
+# neighbours' odometry; docs/swarm.md)
+NEIGHBOURS_KEY = "neighbour_states"
 
 
 @dataclass

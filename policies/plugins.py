@@ -48,6 +48,11 @@ PLUGINS = {
             "tether.policies.nav.config:NavTrainConfig",
             "tether.policies.nav.trainer:NavTrainer",
         ),
+        # the decentralised drone-swarm policy (docs/swarm.md)
+        "swarm_ppo": Entry(
+            "tether.policies.swarm.config:SwarmTrainConfig",
+            "tether.policies.swarm.trainer:SwarmTrainer",
+        ),
         # the ``finetune:`` section: a per-step residual RL policy on a frozen base
         "residual": Entry(
             "tether.policies.residual.config:FinetuneConfig",

@@ -19,7 +19,7 @@ import numpy as np
 from tether.core.config import RuntimeConfig
 from tether.core.errors import TetherError
 from tether.core.spec import RobotSpec
-from tether.core.types import TEXT_KEY, ActionChunk, Observation
+from tether.core.types import NEIGHBOURS_KEY, TEXT_KEY, ActionChunk, Observation
 from tether.policies.chunking import ChunkPlan, ObsHistory
 from tether.policies.config_onnx import OnnxPolicyConfig
 
@@ -223,7 +223,8 @@ class OnnxModel:
         self.run(
             {
                 i["name"]: np.zeros(
-                    [int(s) for s in i["shape"]], np.dtype(i.get("dtype", "float32"))
+                    [int(s) if int(s) >= 0 else int(i.get("multiple_of", 1)) for s in i["shape"]],
+                    np.dtype(i.get("dtype", "float32")),
                 )
                 for i in self.contract["inputs"]
             }
@@ -255,7 +256,14 @@ class OnnxPolicy:
 
             self.language = LanguageInput(c, self.model.path.parent)
         dim = int(c["outputs"][0]["shape"][-1])
-        if dim != spec.action.dim:
+        self._dynamic_output = dim < 0
+        per = int(c["outputs"][0].get("multiple_of", 1))
+        if dim < 0 and spec.action.dim % per:
+            raise TetherError(
+                f"{cfg.model}: the model outputs {per} actions per robot, robot {spec.name} "
+                f"takes {spec.action.dim}"
+            )
+        if dim >= 0 and dim != spec.action.dim:
             raise TetherError(
                 f"{cfg.model}: the model outputs {dim} actions, robot {spec.name} takes "
                 f"{spec.action.dim}"
@@ -304,7 +312,11 @@ class OnnxPolicy:
                 value = value.reshape(value.shape[0], -1)[:, lo:hi]
             if spec["key"] == TEXT_KEY:  # one embedding for every stacked frame
                 value = np.broadcast_to(value, (int(np.prod(shape)) // value.size, value.size))
-            if value.size != int(np.prod(shape)):
+            # a -1 dimension takes any size that is a multiple of ``multiple_of`` (a swarm
+            # policy's per-drone inputs: 13 N state values for N drones)
+            known = int(np.prod([d for d in shape if d >= 0])) * int(spec.get("multiple_of", 1))
+            fits = value.size % known == 0 < value.size if -1 in shape else value.size == known
+            if not fits:
                 raise TetherError(
                     f"observation '{spec['key']}' has shape {value.shape[1:]} per step, the model "
                     f"input '{spec['name']}' expects {shape}"
@@ -321,7 +333,12 @@ class OnnxPolicy:
                 return hold
         if self.plan.needs_plan(obs.stamp_ns):
             chunk = self.model.run(self.feeds(text))
-            self.plan.set(chunk.reshape(-1, chunk.shape[-1]), obs.stamp_ns)
+            chunk = chunk.reshape(-1, chunk.shape[-1])
+            if chunk.shape[-1] > self.spec.action.dim and self._dynamic_output:
+                # a dynamic-width output answers for every robot fed in (a swarm policy
+                # given its neighbours): this robot's columns come first
+                chunk = chunk[:, : self.spec.action.dim]
+            self.plan.set(chunk, obs.stamp_ns)
             self.inferences += 1
         return self.plan.chunk_at(obs.stamp_ns)
 
@@ -334,6 +351,9 @@ class OnnxPolicy:
     def contract(self) -> dict[str, Any]:
         return {
             **self.model.contract,
-            "observation_keys": self.obs_keys,
+            # a swarm policy (model.json "neighbours"): one drone's policy server also reads
+            # the other drones' states, after its own in ``state``
+            "observation_keys": self.obs_keys
+            + ([NEIGHBOURS_KEY] if self.model.contract.get("neighbours") else []),
             "joint_names": list(self.model.contract.get("action_names", self.spec.action.names)),
         }

@@ -68,6 +68,11 @@ PLUGINS = {
             "tether.sim.config_nav_world:NavWorldConfig",
             "tether.sim.nav_world:BatchedNavWorld",
         ),
+        # worlds of N Crazyflies (numpy physics, downwash), one RL agent per drone
+        "batched/swarm": Entry(
+            "tether.sim.quadrotor.config_swarm_world:SwarmWorldConfig",
+            "tether.sim.quadrotor.swarm_world:BatchedSwarmWorld",
+        ),
         # the gymnasium view of any experiment's backend + task (tether.sim.make_env)
         "gym/any": Entry(None, "tether.sim.gym_env:make_env", {"protocol": "gymnasium.Env"}),
     },
@@ -125,6 +130,12 @@ PLUGINS = {
             "tether.sim.tasks.quad_tasks:FigureEightTask",
             {"expert": "quad_pid", "task": "fly a figure eight"},
         ),
+        # N drones to their goals without touching (docs/swarm.md)
+        "swarm": Entry(
+            "tether.sim.tasks.config_quad_tasks:SwarmConfig",
+            "tether.sim.tasks.swarm_task:SwarmTask",
+            {"expert": "swarm_orca", "task": "fly every drone to its goal without collisions"},
+        ),
     },
     "policy": {
         "scripted_expert": Entry(
@@ -152,6 +163,11 @@ PLUGINS = {
         "quad_pid": Entry(
             "tether.sim.quadrotor.config_quadrotor:QuadPIDConfig",
             "tether.sim.quadrotor.pid_policy:QuadPIDPolicy",
+        ),
+        # PID + reciprocal collision avoidance for drone swarms (docs/swarm.md)
+        "swarm_orca": Entry(
+            "tether.sim.quadrotor.config_quadrotor:SwarmOrcaConfig",
+            "tether.sim.quadrotor.orca_policy:SwarmOrcaPolicy",
         ),
     },
 }

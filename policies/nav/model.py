@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 
-def torch_actor(hidden: tuple[int, ...], features: int, scale: tuple[float, float]) -> Any:
-    """A torch module: features (B, F) -> twist (B, 2) in robot units (clip(mean, -1, 1) x
-    the velocity bounds ``scale``)."""
+def torch_actor(hidden: tuple[int, ...], features: int, scale: tuple[float, ...]) -> Any:
+    """A torch module: features (B, F) -> command (B, len(scale)) in robot units
+    (clip(mean, -1, 1) x ``scale``: a planner's velocity bounds, a drone's speed)."""
     import torch
     from torch import nn
 
@@ -22,7 +22,7 @@ def torch_actor(hidden: tuple[int, ...], features: int, scale: tuple[float, floa
             for h in hidden:
                 layers += [nn.Linear(last, h), nn.Tanh()]
                 last = h
-            layers.append(nn.Linear(last, 2))
+            layers.append(nn.Linear(last, len(scale)))
             self.net = nn.Sequential(*layers)
             self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
 

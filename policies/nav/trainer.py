@@ -23,6 +23,7 @@ from tether.core.errors import TetherError
 from tether.policies.checkpoint_io import read_contract as read_checked
 from tether.policies.checkpoint_io import write_contract
 from tether.policies.nav.config import WORLD, NavTrainConfig
+from tether.policies.nav.ppo import build_ppo, evaluate_exported
 from tether.policies.progress import Progress
 
 TRAINER = "nav_ppo"
@@ -111,9 +112,7 @@ class NavTrainer:
     @classmethod
     def train(cls, cfg: Any, out: Path, resume: bool) -> dict[str, Any]:
         import torch
-        from stable_baselines3 import PPO
         from stable_baselines3.common.callbacks import BaseCallback
-        from torch import nn
 
         from tether.policies.nav.evaluate import evaluate_in_world, outcome_summary
         from tether.policies.nav.model import copy_weights, numpy_actor, torch_actor
@@ -133,27 +132,7 @@ class NavTrainer:
         t0 = time.monotonic()
         world = registry.load("env", WORLD)(tcfg.world, robot, tcfg.num_envs, hz, seed=tcfg.seed)
         venv = NavVecEnv(world)
-        p = tcfg.ppo
-        model = PPO(
-            "MlpPolicy",
-            venv,
-            n_steps=p.n_steps,
-            batch_size=p.batch_size,
-            n_epochs=p.n_epochs,
-            learning_rate=p.learning_rate,
-            gamma=p.gamma,
-            gae_lambda=p.gae_lambda,
-            clip_range=p.clip_range,
-            ent_coef=p.ent_coef,
-            policy_kwargs={
-                "net_arch": {"pi": list(tcfg.hidden), "vf": list(tcfg.hidden)},
-                "activation_fn": nn.Tanh,
-                "log_std_init": p.log_std_init,
-            },
-            seed=tcfg.seed,
-            device="cpu",
-            verbose=0,
-        )
+        model = build_ppo(venv, tcfg.ppo, tcfg.hidden, tcfg.seed)
         contract = nav_contract(cfg, tcfg, robot, world)
         dim = int(contract["features"]["dim"])
         actor = torch_actor(tcfg.hidden, dim, tuple(contract["velocity_bounds"]))  # type: ignore[arg-type]
@@ -235,9 +214,7 @@ class NavTrainer:
 
     @classmethod
     def evaluate(cls, checkpoint: Path, options: Any) -> dict[str, Any]:
-        from tether.policies.evaluation import evaluate_checkpoint
-
-        return evaluate_checkpoint(checkpoint, options, {"type": "nav_onnx"})
+        return evaluate_exported(cls, checkpoint, options)
 
     @classmethod
     def export(cls, checkpoint: Path, fmt: str, out: Path | None) -> Path:

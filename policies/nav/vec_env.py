@@ -10,18 +10,23 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 
 class NavVecEnv(VecEnv):  # type: ignore[misc]
-    """SB3's view of a batched world (tether.sim.nav_world.BatchedNavWorld): auto-reset, ``terminal_observation`` and
-    ``TimeLimit.truncated`` in the infos as its DummyVecEnv gives them."""
+    """SB3's view of a batched world (tether.sim.nav_world.BatchedNavWorld, or the swarm
+    world tether.sim.quadrotor.swarm_world: one agent per drone): auto-reset,
+    ``terminal_observation`` and ``TimeLimit.truncated`` in the infos as its DummyVecEnv
+    gives them. Actions in [-1, 1]^action_dim."""
 
-    def __init__(self, world: Any) -> None:
+    def __init__(self, world: Any, action_dim: int = 2) -> None:
         self.world = world
         dim = int(world.feature_info()["dim"])
         obs_space = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
-        act_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        act_space = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
         super().__init__(world.n, obs_space, act_space)
-        self._actions = np.zeros((world.n, 2), np.float32)
+        self._actions = np.zeros((world.n, action_dim), np.float32)
 
     def reset(self) -> np.ndarray:
+        reset_all = getattr(self.world, "reset_all", None)
+        if reset_all is not None:
+            return np.asarray(reset_all())
         for i in range(self.world.n):
             self.world._reset_one(i)
         return self.world.observe()

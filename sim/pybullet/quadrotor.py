@@ -139,7 +139,7 @@ class PybulletQuadrotorBackend(QuadrotorWorld):
             pb.applyExternalForce(
                 body, -1, (0.0, 0.0, thrust[r]), self._rotor_pos[r], link, physicsClientId=cid
             )
-        if self.dynamics.drag:
+        if self.dynamics.drag or self.downwash.enabled:  # drag (+ downwash), body frame
             pb.applyExternalForce(body, -1, drag, (0.0, 0.0, 0.0), link, physicsClientId=cid)
         # roll/pitch moments come from where the rotor forces act; the yaw reaction torque is
         # the rest, applied in the world frame (a base's LINK_FRAME torque is not reliable

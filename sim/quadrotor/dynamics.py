@@ -123,6 +123,8 @@ class QuadrotorDynamics:
         self.drag = drag
         self.ground_effect = ground_effect
         self.integrator = integrator
+        # the largest step rigid_body_step accepts (a coarse training world may raise it)
+        self.max_dt = MAX_DT
         self._inertia = np.asarray(params.inertia)
         self._pos = params.rotor_positions()
         self._spin = np.asarray(params.spin)
@@ -156,11 +158,17 @@ class QuadrotorDynamics:
         return thrust, yaw, omega_sum
 
     def _deriv_t(
-        self, s: np.ndarray, thrust: np.ndarray, yaw: np.ndarray, omega_sum: np.ndarray
+        self,
+        s: np.ndarray,
+        thrust: np.ndarray,
+        yaw: np.ndarray,
+        omega_sum: np.ndarray,
+        ext: np.ndarray | None = None,
     ) -> np.ndarray:
         """Derivative in component-major layout: s (13, N) -> (13, N).
 
         Component-major keeps every operand contiguous, ~3x faster than column slices.
+        ext: (3, N) external world acceleration (m/s^2: a force / mass, e.g. downwash).
         """
         p = self.params
         qw, qx, qy, qz = s[3], s[4], s[5], s[6]
@@ -208,6 +216,8 @@ class QuadrotorDynamics:
         out[4] = 0.5 * (qw * wx + qy * wz - qz * wy)
         out[5] = 0.5 * (qw * wy - qx * wz + qz * wx)
         out[6] = 0.5 * (qw * wz + qx * wy - qy * wx)
+        if ext is not None:
+            ax, ay, az = ax + ext[0], ay + ext[1], az + ext[2]
         out[7], out[8], out[9] = ax, ay, az
         out[10], out[11], out[12] = dwx, dwy, dwz
         return out
@@ -217,14 +227,20 @@ class QuadrotorDynamics:
         s = np.ascontiguousarray(state.T, dtype=np.float64)
         return self._deriv_t(s, *self._rotor_terms(rpm)).T.copy()
 
-    def rigid_body_step(self, state: np.ndarray, rpm: np.ndarray, dt: float) -> np.ndarray:
+    def rigid_body_step(
+        self, state: np.ndarray, rpm: np.ndarray, dt: float, force: np.ndarray | None = None
+    ) -> np.ndarray:
         """Advance the rigid bodies by dt (s) at fixed rotor speeds (ideal motors).
 
         state: (N, 13), rpm: (N, 4) -> new state (N, 13); the quaternion is renormalized.
+        force: optional (N, 3) external world force, N, held through the step (downwash).
         """
-        if not 0.0 < dt <= MAX_DT + 1e-12:
-            raise ValueError(f"dt must be in (0, {MAX_DT}] s, got {dt}")
-        terms = self._rotor_terms(rpm)
+        if not 0.0 < dt <= self.max_dt + 1e-12:
+            raise ValueError(f"dt must be in (0, {self.max_dt}] s, got {dt}")
+        terms: tuple[np.ndarray, ...] = self._rotor_terms(rpm)
+        if force is not None:
+            ext = np.ascontiguousarray(np.asarray(force, np.float64).T) / self.params.mass
+            terms = (*terms, ext)
         s = np.ascontiguousarray(state.T, dtype=np.float64)
         if self.integrator == "rk4":
             k1 = self._deriv_t(s, *terms)
@@ -243,15 +259,21 @@ class QuadrotorDynamics:
         return new.T.copy()
 
     def step(
-        self, state: np.ndarray, motor_rpm: np.ndarray, rpm_cmd: np.ndarray, dt: float
+        self,
+        state: np.ndarray,
+        motor_rpm: np.ndarray,
+        rpm_cmd: np.ndarray,
+        dt: float,
+        force: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One physics step of dt (s): motor lag, then the rigid bodies.
 
-        state: (N, 13); motor_rpm: (N, 4) actual rotor speeds; rpm_cmd: (N, 4) commanded.
-        Returns the new state (N, 13) and rotor speeds (N, 4).
+        state: (N, 13); motor_rpm: (N, 4) actual rotor speeds; rpm_cmd: (N, 4) commanded;
+        force: optional (N, 3) external world force (N). Returns the new state (N, 13) and
+        rotor speeds (N, 4).
         """
         rpm = self.motor_step(motor_rpm, rpm_cmd, dt)
-        return self.rigid_body_step(state, rpm, dt), rpm
+        return self.rigid_body_step(state, rpm, dt, force), rpm
 
 
 def clamp_to_floor(state: np.ndarray, floor_z: float = 0.0) -> np.ndarray:

@@ -29,6 +29,11 @@ from tether.sim.quadrotor.dynamics import quat_yaw
 YAW_P = 2.0
 
 
+def hold_heading(state: np.ndarray) -> np.ndarray:
+    """velocity_setpoint yaw rates (N,) rad/s that turn drones (N, 13) back to yaw 0."""
+    return np.clip(-YAW_P * quat_yaw(state[:, 3:7]), -2.0, 2.0)
+
+
 class QuadPIDPolicy:
     """PID for ``spec.action.dim // 4`` drones of the robot ``spec.name`` (its mixer and
     mass from its description); ``task`` is the experiment's task config."""
@@ -69,7 +74,10 @@ class QuadPIDPolicy:
             # acceleration, so leading the setpoint by acc / vel_p feeds the acceleration
             vel_ff = vel_ff + acc_ff / np.asarray(self.pid.gains.vel_p)
         cmd = self.pid.position_velocity(state, target, vel_ff)
-        cmd[:, 3] = np.clip(-YAW_P * quat_yaw(state[:, 3:7]), -2.0, 2.0)
+        if self.cfg.max_speed is not None:
+            speed = np.linalg.norm(cmd[:, :3], axis=1, keepdims=True)
+            cmd[:, :3] *= np.minimum(1.0, self.cfg.max_speed / np.maximum(speed, 1e-9))
+        cmd[:, 3] = hold_heading(state)
         return cmd
 
     def act(self, obs: Observation) -> ActionChunk:

@@ -34,6 +34,7 @@ from tether.core.robot_kinds import MultirotorDescription
 from tether.core.types import IMAGE_PREFIX, Observation, StepResult
 from tether.sim.quadrotor.config_quadrotor import QuadrotorSimConfig
 from tether.sim.quadrotor.control import CascadedPID
+from tether.sim.quadrotor.downwash import downwash_forces
 from tether.sim.quadrotor.dynamics import MAX_DT, QuadrotorDynamics, hover_state
 from tether.sim.quadrotor.features import (
     hover_features,
@@ -122,6 +123,8 @@ class QuadrotorWorld:
         self.pid = CascadedPID(n, self.params)
         # the per-physics-step work in floats (loads.py); the numpy model is its reference
         self._loads = DroneLoads(self.dynamics, self.pid.gains)
+        # drones pushing down the drones below them (per physics step, from their positions)
+        self.downwash = q.downwash
         self.spec = desc.spec(cfg.control_hz, cfg.cameras, **q.robot_options())
         self.mode = q.action_mode
         self._low = self.spec.action.low_array().astype(np.float64)
@@ -248,11 +251,21 @@ class QuadrotorWorld:
         rpm = self.motor_rpm.tolist()
         loads, dt = self._loads, self.physics_dt
         rate_loop = self.mode != "rotor_rpm"
+        wash = self.downwash.enabled and self.num_drones > 1
+        mass = self.params.mass
         for _ in range(self.substeps):
-            for i, s in enumerate(self._engine_state_lists()):
+            lists = self._engine_state_lists()
+            if wash:
+                pos = np.array([s[0:3] for s in lists])
+                down = downwash_forces(pos, mass, self.downwash)[:, 2].tolist()
+            for i, s in enumerate(lists):
                 c = loads.rate_loop(s, cmds[i]) if rate_loop else cmds[i]
                 rpm[i] = loads.motor(rpm[i], c, dt)
                 thrust, torque, drag, rot = loads.loads(s, rpm[i])
+                if wash and down[i] != 0.0:
+                    # world (0, 0, f) in the body frame: f times the rotation's third row
+                    f = down[i]
+                    drag = (drag[0] + rot[6] * f, drag[1] + rot[7] * f, drag[2] + rot[8] * f)
                 self._engine_apply(i, rot, thrust, torque, drag)
             self._engine_step()
         self._states = None
@@ -271,8 +284,14 @@ class QuadrotorWorld:
             success = bool(task.success(self))
             failed = bool(task.failed(self))
         limit = self._max_duration is not None and self.sim_time >= self._max_duration - 1e-9
-        info = {"is_success": success, "failed": failed}
-        return StepResult(obs, reward, success, bool(limit or (failed and not success)), info)
+        info: dict[str, Any] = {"is_success": success, "failed": failed}
+        failure = getattr(task, "failure", None)
+        reason = failure(self) if failure is not None and not success else None
+        if reason:
+            # a named failure that ends the episode (a swarm's "collision"; SimRunner's outcome)
+            info["failure"] = reason
+        truncated = limit or reason or (failed and not success)
+        return StepResult(obs, reward, success, bool(truncated), info)
 
     @property
     def sim_time(self) -> float:

@@ -62,3 +62,21 @@ class FigureEightConfig(ComponentConfig):
     # the tracking error is judged from settle_s on; success when its RMS is <= rms_tolerance
     settle_s: float = Field(8.0, ge=0)
     rms_tolerance: float = Field(0.05, gt=0)
+
+
+class SwarmConfig(ComponentConfig):
+    """N drones (``sim.quadrotor.num_drones``) fly from their starts to their goals without
+    touching (tether.sim.quadrotor.swarm: scenarios, collision distance)."""
+
+    type: Literal["swarm"] = "swarm"
+    # swap: facing rows trade places; cross: a circle to its antipodes; formation:
+    # scattered starts to a ring
+    scenario: Literal["swap", "cross", "formation"] = "swap"
+    max_duration_s: float = Field(12.0, gt=0)
+    # success: every drone within goal_radius of its goal, held hold_s
+    goal_radius: float = Field(0.1, gt=0)
+    hold_s: float = Field(0.5, ge=0)
+    # m: centres closer than this are a collision (two Crazyflies' rotor tips touch at 0.126)
+    collision_distance: float = Field(0.13, gt=0)
+    # end the episode at the first collision (outcome "collision"); false: fly on, count it
+    end_on_collision: bool = True

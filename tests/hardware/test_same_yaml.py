@@ -20,6 +20,7 @@ EXTRA = {
     # a MAVLink link at 20 Hz, not the 100 Hz simulator: a longer watchdog, the autopilot's
     # hold on a stale command, and a higher takeoff
     "quad_mavlink_mock.yaml": {"safety", "drones"},
+    "swarm_mavlink_mock.yaml": {"safety", "drones"},
 }
 
 

@@ -66,3 +66,25 @@ def test_launch_file_builds_the_drone_graph(launch_file, tmp_path):  # noqa: F81
     nodes = [a for a in actions if type(a).__name__ == "Node"]
     assert [_node_view(n) for n in nodes] == [_spec_view(s) for s in plan_graph(exp, [])]
     assert [n.kwargs["namespace"] for n in nodes] == [None, "cf0", "cf1"]
+
+
+def test_a_hardware_fleet_gets_a_mock_bridge_and_server_per_drone():
+    """hardware.fleet: per member a mock autopilot, a hardware bridge and a velocity policy
+    server in its namespace, each on the one-drone experiment with the member's device."""
+    exp = REPO / "configs" / "experiments" / "swarm_mavlink_mock.yaml"
+    nodes = plan_graph(exp, ["ros.namespace=lab"])
+    assert sorted((n.name, n.namespace) for n in nodes) == sorted(
+        (name, f"lab/{ns}")
+        for ns in ("cf0", "cf1")
+        for name in ("mock_autopilot", "hardware_bridge", "policy_server")
+    )
+    urls = set()
+    for n in nodes:
+        one = load_config(exp, n.parameters["overrides"])
+        assert one.hardware is not None and one.hardware.fleet == []
+        assert one.hardware.origin == (
+            (-1.0, 0.0, 0.0) if n.namespace.endswith("cf0") else (1.0, 0.0, 0.0)
+        )
+        assert robot_spec(one).action.mode == "velocity_setpoint"  # what a real drone takes
+        urls.add((n.namespace, one.hardware.device["url"]))
+    assert len({u for _, u in urls}) == 2  # one link per drone

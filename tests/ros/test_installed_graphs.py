@@ -57,6 +57,10 @@ EXPERIMENTS = sorted(p.name for p in (REPO / "configs" / "experiments").glob("*.
 STAND_INS = {
     "quad_hover.yaml": ["policy.model=models/quad_hover"],
     "panda_lift_diffusion_mlp.yaml": ["policy.model=models/panda_lift_diffusion"],
+    # one policy server process per drone: four of the eight keep the graph's start within
+    # the time limit on two cores (tests/ros/test_swarm_ros.py flies them)
+    "swarm_orca.yaml": ["sim.quadrotor.num_drones=4"],
+    "swarm_ppo.yaml": ["sim.quadrotor.num_drones=4"],
 }
 FIRST_ACTION_S = 90.0
 
@@ -179,8 +183,12 @@ def _spin_until(ex, graph: InstalledGraph, pred, timeout_s: float, what: str) ->
 
 
 def _absolute(cfg, name: str) -> str:
-    """A topic or service name under the experiment's namespace."""
-    ns = cfg.ros.namespace.strip("/")
+    """A topic or service name under the experiment's namespace (a hardware fleet: under
+    its first drone's)."""
+    parts = [cfg.ros.namespace.strip("/")]
+    if cfg.hardware is not None and cfg.hardware.fleet:
+        parts.append(cfg.hardware.fleet[0].namespace.strip("/"))
+    ns = "/".join(p for p in parts if p)
     return f"/{ns}/{name}" if ns else f"/{name}"
 
 

@@ -191,6 +191,20 @@ def hardware_nodes(cfg: ExperimentConfig, params: dict[str, object]) -> list[Nod
     would be, else the bridge's)."""
     hw = cfg.hardware
     assert hw is not None
+    if hw.fleet:
+        # a swarm: each member's mock and bridge in its namespace, on its one-drone experiment
+        nodes = []
+        for i, member in enumerate(hw.fleet):
+            own = [*params.get("overrides", []), *hw.member_overrides(i)]  # type: ignore[misc]
+            where = "/".join(
+                x for x in (cfg.ros.namespace.strip("/"), member.namespace.strip("/")) if x
+            )
+            one = load_config(str(params["experiment"]), own)
+            nodes += hardware_nodes(
+                one.model_copy(update={"ros": one.ros.model_copy(update={"namespace": where})}),
+                {**params, "overrides": own},
+            )
+        return nodes
     ns = cfg.ros.namespace
     options = registry.entry("hardware", hw.type).options
     mock = options.get("mock_node")

@@ -66,7 +66,16 @@ class PolicyServer(Node):
         self.output = io.policy_output(self, self.spec)
         objects = build_task(self.cfg).objects if "env_state" in keys else ()
         self.inputs = ObservationInputs(
-            self, io, self.spec, keys, objects, self._offer, self._on_instruction
+            self,
+            io,
+            self.spec,
+            keys,
+            objects,
+            self._offer,
+            self._on_instruction,
+            # on hardware no simulator stamps the object poses with the state: a goal
+            # published by a mission node is the latest one
+            latch_objects=self.cfg.hardware is not None,
         )
         self.last_stamp: int | None = None
         self.last_chunk: ActionChunk | None = None

@@ -48,8 +48,12 @@ class ObservationInputs:
         objects: Sequence[str],
         offer: Offer,
         on_instruction: Callable[[str], None] | None = None,
+        latch_objects: bool = False,
     ) -> None:
         self.node = node
+        # object poses: matched by stamp with the state (a simulator publishes them together)
+        # or, latched, the latest of each (a goal a mission node publishes on hardware)
+        self.latched: dict[str, np.ndarray] | None = {} if latch_objects else None
         # the latest non-empty instruction heard (None: none yet); ``on_instruction`` hears
         # each new one
         self.instruction: str | None = None
@@ -64,15 +68,14 @@ class ObservationInputs:
         self.objects = tuple(objects) if "env_state" in keys else ()
         self.cameras = [k[len(IMAGE_PREFIX) :] for k in keys if k.startswith(IMAGE_PREFIX)]
         self.state = io.state_inputs(node, spec, keys, offer)
-        self.sync = StampSync((*self.state.keys, *(object_key(o) for o in self.objects)))
+        synced = () if self.latched is not None else tuple(object_key(o) for o in self.objects)
+        self.sync = StampSync((*self.state.keys, *synced))
         self.images: dict[str, np.ndarray] = {}
         for name in self.objects:
             node.create_subscription(
                 PoseStamped,
                 itf.object_pose_topic(name),
-                lambda msg, n=name: offer(
-                    object_key(n), conv.from_time(msg.header.stamp), conv.pose_to_array(msg)
-                ),
+                lambda msg, n=name: self._on_pose(n, msg, offer),
                 itf.SENSOR_QOS,
                 event_callbacks=itf.FAST_SUB,
             )
@@ -84,6 +87,12 @@ class ObservationInputs:
                 itf.SENSOR_QOS,
                 event_callbacks=itf.FAST_SUB,
             )
+
+    def _on_pose(self, name: str, msg: PoseStamped, offer: Offer) -> None:
+        if self.latched is not None:
+            self.latched[name] = conv.pose_to_array(msg)
+        else:
+            offer(object_key(name), conv.from_time(msg.header.stamp), conv.pose_to_array(msg))
 
     def _on_instruction(self, msg: String) -> None:
         text = msg.data.strip()
@@ -104,9 +113,16 @@ class ObservationInputs:
         ready = self.sync.add(key, stamp, value)
         if ready is None or any(cam not in self.images for cam in self.cameras):
             return None  # (wait for the first image of every camera)
+        if self.latched is not None and any(o not in self.latched for o in self.objects):
+            return None  # (wait for a first pose of every latched object)
         data = self.state.observation(ready)
         if self.objects:
-            data["env_state"] = np.concatenate([ready[object_key(o)] for o in self.objects])
+            poses = (
+                self.latched
+                if self.latched is not None
+                else {o: ready[object_key(o)] for o in self.objects}
+            )
+            data["env_state"] = np.concatenate([poses[o] for o in self.objects])
         for cam in self.cameras:
             data[IMAGE_PREFIX + cam] = self.images[cam]
         return Observation(data, stamp_ns=stamp, instruction=self.instruction)

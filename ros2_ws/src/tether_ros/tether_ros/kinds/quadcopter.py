@@ -5,7 +5,7 @@ Bridge: the simulated fleet (:class:`~tether_ros.kinds.quadcopter_sim.DroneBridg
 as ``cf<i>``, a lone drone without a namespace) or one real drone
 (:class:`~tether_ros.kinds.quadcopter_hardware.HardwareDroneBridge`). Policy server: one per
 drone, in the drone's namespace, seeing a one-drone world: ``odom`` (nav_msgs/Odometry) ->
-``state`` (13,); answers each observation with the first row of the policy's chunk on
+``state`` (13,) (a swarm policy: then its neighbours' odom, NeighbourOdometryInputs); answers each observation with the first row of the policy's chunk on
 ``cmd_low_level`` (sensor_msgs/JointState in the policy's action mode, header stamp = the
 observation's, so the bridge's lockstep and latency match it to what it answers). A real
 drone gets no policy server: it flies velocity setpoints on cmd_vel (teleop, a planner),
@@ -24,7 +24,7 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import JointState
 
 from tether.core.errors import InvalidCommand, TetherError
-from tether.core.types import ActionChunk, Observation
+from tether.core.types import NEIGHBOURS_KEY, ActionChunk, Observation
 from tether.hardware.teleop.mappers import drone_velocity
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
@@ -74,6 +74,61 @@ class OdometryInputs:
 
     def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"state": ready["state"]}
+
+
+class NeighbourOdometryInputs(OdometryInputs):
+    """A swarm policy's inputs (``NEIGHBOURS_KEY`` among its keys): ``state`` (13 (1 + M),)
+    = this drone's odom, then the latest odom of each of M neighbours: the drones in the
+    namespaces beside this one (``/cf3/odom`` beside ``/cf2``), found by topic discovery
+    every ``DISCOVERY_S`` (a drone that joins later is seen then). A neighbour whose last
+    odom is more than ``STALE_S`` older than this drone's is left out (landed, lost)."""
+
+    DISCOVERY_S = 0.5
+    STALE_S = 0.5
+
+    def __init__(self, node: Node, offer: Offer) -> None:
+        super().__init__(node, offer)
+        ns = node.get_namespace().rstrip("/")
+        self._own = ns
+        self._parent = ns.rsplit("/", 1)[0]
+        self._latest: dict[str, tuple[int, np.ndarray]] = {}
+        self._own_stamp = 0
+        self._discover()
+        node.create_timer(self.DISCOVERY_S, self._discover)
+
+    def _discover(self) -> None:
+        if not self._own:  # a lone drone (no namespace) has no neighbours
+            return
+        for name, types in self.node.get_topic_names_and_types():
+            if not name.endswith("/" + itf.ODOM) or "nav_msgs/msg/Odometry" not in types:
+                continue
+            ns = name[: -len(itf.ODOM) - 1]
+            if ns == self._own or ns in self._latest or ns.rsplit("/", 1)[0] != self._parent:
+                continue
+            self._latest[ns] = (-(10**18), np.zeros(0))
+            self.node.create_subscription(
+                Odometry,
+                name,
+                lambda msg, n=ns: self._on_neighbour(n, msg),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
+            self.node.get_logger().info(f"swarm: neighbour {ns} ({name})")
+
+    def _on_neighbour(self, ns: str, msg: Odometry) -> None:
+        try:
+            self._latest[ns] = (conv.from_time(msg.header.stamp), conv.odometry_to_state(msg))
+        except InvalidCommand:
+            return
+
+    def _on_odom(self, msg: Odometry) -> None:
+        self._own_stamp = conv.from_time(msg.header.stamp)
+        super()._on_odom(msg)
+
+    def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        stale = self._own_stamp - round(self.STALE_S * 1e9)
+        others = [s for t, s in self._latest.values() if t >= stale and s.size == 13]
+        return {"state": np.concatenate([ready["state"], *others]).astype(np.float32)}
 
 
 class LowLevelOutput:
@@ -156,6 +211,8 @@ class QuadcopterIO:
     def state_inputs(
         self, node: Node, spec: RobotSpec, keys: Sequence[str], offer: Offer
     ) -> OdometryInputs:
+        if NEIGHBOURS_KEY in keys:  # a swarm policy: the other drones' odom too
+            return NeighbourOdometryInputs(node, offer)
         return OdometryInputs(node, offer)
 
     def policy_output(self, node: Node, spec: RobotSpec) -> LowLevelOutput:
@@ -166,11 +223,16 @@ class QuadcopterIO:
 
     def policy_servers(self, cfg: ExperimentConfig) -> list[tuple[str, list[str]]]:
         """One per simulated drone, in its namespace (``cf<i>``; a lone drone: none), each
-        seeing a one-drone world; none for a real drone."""
+        seeing a one-drone world; one per member of a hardware fleet; none for a lone real
+        drone (it flies cmd_vel)."""
         from tether.sim.drone_bridge import drone_names
 
         if cfg.hardware is not None:
-            return []
+            # a hardware swarm: one per fleet member, on its one-drone experiment
+            hw = cfg.hardware
+            return [
+                (m.namespace.strip("/"), hw.member_overrides(i)) for i, m in enumerate(hw.fleet)
+            ]
         quad = getattr(cfg.sim, "quadrotor", None)
         n = quad.num_drones if quad is not None else 1
         extra = ["sim.quadrotor.num_drones=1"] if n > 1 else []

@@ -46,6 +46,7 @@ class HardwareDroneBridge:
         self.drone = drone
         self.spec = drone.spec
         self.safety = DroneSafety({"velocity_setpoint": self.spec.action}, cfg.safety)
+        self._origin = np.asarray(cfg.hardware.origin if cfg.hardware else (0, 0, 0), np.float64)
         self.rejected = 0
         self.events: list[dict[str, Any]] = []
         self.link_ok = True
@@ -163,7 +164,9 @@ class HardwareDroneBridge:
             )
         stamp = time.monotonic_ns()
         odom, body = conv.frame_ids(self.node.get_namespace())
-        self.pub_odom.publish(conv.odometry_msg(state13(self.obs["state"]), stamp, odom, body))
+        state = state13(self.obs["state"])
+        state[0:3] += self._origin  # the drone's local frame placed in the swarm's frame
+        self.pub_odom.publish(conv.odometry_msg(state, stamp, odom, body))
 
     def _watch_link(self) -> None:
         lost = bool(self.drone.link_lost)

@@ -97,6 +97,7 @@ class FleetRunner:
         self.ret = 0.0
         self.success = False
         self.crashed = False
+        self.failure: str | None = None
         self.done = False
         self.wall_start_ns: int | None = None
         self.wall_end_ns: int | None = None
@@ -132,7 +133,9 @@ class FleetRunner:
         self.ret += float(res.reward)
         self.crashed = self.crashed or bool(res.info.get("failed", False))
         self.success = not self.crashed and (self.success or bool(res.terminated))
-        self.done = bool(res.terminated) or self.steps >= self.max_steps
+        # a named failure ends the episode (a swarm's "collision"; a crash alone does not)
+        self.failure = self.failure or res.info.get("failure")
+        self.done = bool(res.terminated or self.failure) or self.steps >= self.max_steps
         if self.done:
             self.wall_end_ns = now_ns()
 
@@ -154,6 +157,8 @@ class FleetRunner:
             "sim_time_s": round(self.fleet.now_s, 4),
             "wall_s": round(wall_s, 4),
             "control_hz": round(self.steps / wall_s, 2) if wall_s > 0 else None,
+            "outcome": "success" if self.success else (self.failure or "timeout"),
+            **({"metrics": self.task.metrics()} if hasattr(self.task, "metrics") else {}),
         }
 
 
