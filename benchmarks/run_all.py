@@ -521,6 +521,16 @@ def swarm_table(d: dict) -> list[str]:
                 note += f" after {tr['imitation_decisions'] / 1e6:.1f} M of imitation"
             note += ")"
         note += "."
+    ros = d.get("ros_servers")
+    if ros:
+        a, b = ros["per_drone"], ros["batched"]
+        note += (
+            f" Over ROS 2 (`tether eval --ros`, {ros['drones']} drones, lockstep, a process per "
+            f"node on these 2 CPUs): a policy server per drone {a['control_hz']:.0f} Hz, "
+            f"obs->action p50 / p99 {a['latency_ms']['p50']:.1f} / {a['latency_ms']['p99']:.1f} ms; "
+            f"one batched server {b['control_hz']:.0f} Hz, {b['latency_ms']['p50']:.1f} / "
+            f"{b['latency_ms']['p99']:.1f} ms."
+        )
     m = d["machine"]
     rows += [
         "",

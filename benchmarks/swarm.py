@@ -160,6 +160,33 @@ def latency(model: Path, calls: int = 2000) -> dict[str, Any]:
     return out
 
 
+def ros_servers(model: Path, episodes: int = 3, drones: int = 8) -> dict[str, Any]:
+    """The learned swap over ROS 2 as `tether eval --ros` runs it (a process per node,
+    lockstep): one policy server per drone against one batched server, side by side."""
+    import json
+    import subprocess
+    import tempfile
+
+    out: dict[str, Any] = {"drones": drones, "episodes": episodes}
+    for mode in ("per_drone", "batched"):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [
+                sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
+                "--episodes", str(episodes), "--seed", str(SEED), "--out", tmp, "--no-video",
+                f"drones.policy_servers={mode}", "sim.cameras=[]",
+                f"sim.quadrotor.num_drones={drones}",
+            ]  # fmt: skip
+            subprocess.run(cmd, check=True, capture_output=True, timeout=900)
+            s = json.loads((Path(tmp) / "summary.json").read_text())
+        lat = s["latency_ms"]
+        out[mode] = {
+            "success_rate": s["success_rate"],
+            "control_hz": round(float(s["control_hz"]), 1),
+            "latency_ms": {"p50": round(lat["p50"], 2), "p99": round(lat["p99"], 2)},
+        }
+    return out
+
+
 def plot_rates(cases: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -220,7 +247,12 @@ def main() -> int:
     ap.add_argument("--other-episodes", type=int, default=20, help="cross / formation seeds")
     ap.add_argument("--sizes", nargs="+", type=int, default=[4, 8, 16])
     ap.add_argument("--engine", default="pybullet")
-    ap.add_argument("--policies", nargs="+", default=list(POLICIES))
+    ap.add_argument("--policies", nargs="*", default=list(POLICIES))
+    ap.add_argument(
+        "--ros-servers",
+        action="store_true",
+        help="also fly the learned 8-drone swap over ROS 2: a server per drone vs one batched",
+    )
     ap.add_argument("--model", type=Path, default=MODEL, help="an exported swarm policy folder")
     ap.add_argument(
         "--merge",
@@ -267,6 +299,10 @@ def main() -> int:
     }
     if "learned" in previous and "learned" not in args.policies:
         data["learned"] = previous["learned"]
+    if "ros_servers" in previous:
+        data["ros_servers"] = previous["ros_servers"]
+    if args.ros_servers:
+        data["ros_servers"] = ros_servers(args.model)
     if "learned" in args.policies:
         data["learned"] = {
             "model": str(args.model.resolve().relative_to(REPO))

@@ -94,6 +94,10 @@ class DronesConfig(BaseModel):
     takeoff_speed: float = Field(0.5, gt=0, le=2)
     # below this height (m, odom z) a landing drone has touched down: its motors stop
     touchdown_height: float = Field(0.05, gt=0, le=0.5)
+    # several simulated drones: a policy server per drone in its namespace, each seeing its
+    # own odom (and its neighbours' for a swarm policy), or one batched server for the whole
+    # world in the robot's namespace (docs/swarm.md)
+    policy_servers: Literal["per_drone", "batched"] = "per_drone"
 
 
 class FleetMember(BaseModel):

@@ -84,3 +84,43 @@ def test_four_namespaced_drones_swap_without_collision(repo, experiment: str) ->
         assert end["outcome"] == "success" and end["success"], end
         assert end["metrics"]["collisions"] == 0 and end["metrics"]["min_separation_m"] > 0.15
         assert end["rejected"] == 0, end  # every command passed its drone's safety gate
+
+
+@pytest.mark.slow
+def test_one_batched_server_flies_the_whole_swarm(repo) -> None:  # type: ignore[no-untyped-def]
+    """drones.policy_servers: batched: one policy server in the robot's namespace reads every
+    drone's odom and goal and answers every drone's cmd_low_level; the learned swap as the
+    per-drone servers fly it, same outcome."""
+    from tether_ros.graph import plan_graph
+
+    exp = repo / "configs" / "experiments" / "swarm_ppo.yaml"
+    nodes = plan_graph(exp, [f"sim.quadrotor.num_drones={N}", "drones.policy_servers=batched"])
+    assert [(n.name, n.namespace) for n in nodes] == [("sim_bridge", ""), ("policy_server", "")]
+    cfg = _cfg(repo, "swarm_ppo.yaml", 1000)
+    cfg = cfg.model_copy(
+        update={"drones": cfg.drones.model_copy(update={"policy_servers": "batched"})}
+    )
+    with ros_context() as ctx:
+        bridge = SimBridge(cfg, context=ctx)
+        server = PolicyServer(cfg, context=ctx)
+        assert server.spec.action.dim == 4 * N
+        events: list[dict] = []
+        probe = Node("probe", context=ctx)
+        probe.create_subscription(
+            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        ex = SingleThreadedExecutor(context=ctx)
+        for n in (bridge, server, probe):
+            ex.add_node(n)
+        assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), timeout_s=240)
+        end = next(e for e in events if e["event"] == "end")
+        for node in (probe, server, bridge):
+            node.destroy_node()
+    assert end["outcome"] == "success" and end["metrics"]["collisions"] == 0, end
+    assert end["rejected"] == 0
+    per_drone = _swap_over_ros(
+        cfg.model_copy(
+            update={"drones": cfg.drones.model_copy(update={"policy_servers": "per_drone"})}
+        )
+    )
+    assert abs(end["steps"] - per_drone["steps"]) <= 10, (end["steps"], per_drone["steps"])

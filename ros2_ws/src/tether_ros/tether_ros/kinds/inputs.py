@@ -65,9 +65,11 @@ class ObservationInputs:
             itf.INSTRUCTION_QOS,
             event_callbacks=itf.FAST_SUB,
         )
-        self.objects = tuple(objects) if "env_state" in keys else ()
         self.cameras = [k[len(IMAGE_PREFIX) :] for k in keys if k.startswith(IMAGE_PREFIX)]
         self.state = io.state_inputs(node, spec, keys, offer)
+        # (state inputs that bring env_state themselves: a drone world's batched server)
+        own = "env_state" in getattr(self.state, "provides", ())
+        self.objects = tuple(objects) if "env_state" in keys and not own else ()
         synced = () if self.latched is not None else tuple(object_key(o) for o in self.objects)
         self.sync = StampSync((*self.state.keys, *synced))
         self.images: dict[str, np.ndarray] = {}

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from geometry_msgs.msg import Twist
+from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import JointState
 
@@ -131,6 +131,81 @@ class NeighbourOdometryInputs(OdometryInputs):
         return {"state": np.concatenate([ready["state"], *others]).astype(np.float32)}
 
 
+class FleetInputs:
+    """A batched server's inputs (a spec of N > 1 drones): every drone's ``cf<i>/odom`` and,
+    when the policy reads ``env_state``, its ``cf<i>/objects/target/pose``, matched by stamp
+    (one simulator step publishes them all) -> ``state`` (13 N,), ``env_state`` (7 N,)."""
+
+    provides = ("state", "env_state")
+
+    def __init__(self, node: Node, spec: RobotSpec, keys: Sequence[str], offer: Offer) -> None:
+        from tether.sim.drone_bridge import drone_names
+
+        self.node = node
+        self.names = drone_names(spec.action.dim // DRONE_ACTION_DIM)
+        goals = "env_state" in keys
+        self.keys = tuple(f"odom/{n}" for n in self.names) + (
+            tuple(f"goal/{n}" for n in self.names) if goals else ()
+        )
+        for n in self.names:
+            node.create_subscription(
+                Odometry,
+                drone_topic(n, itf.ODOM),
+                lambda msg, n=n: self._on_odom(n, msg, offer),
+                itf.SENSOR_QOS,
+                event_callbacks=itf.FAST_SUB,
+            )
+            if goals:
+                node.create_subscription(
+                    PoseStamped,
+                    drone_topic(n, itf.object_pose_topic("target")),
+                    lambda msg, n=n: offer(
+                        f"goal/{n}", conv.from_time(msg.header.stamp), conv.pose_to_array(msg)
+                    ),
+                    itf.SENSOR_QOS,
+                    event_callbacks=itf.FAST_SUB,
+                )
+
+    def _on_odom(self, name: str, msg: Odometry, offer: Offer) -> None:
+        try:
+            state = conv.odometry_to_state(msg)
+        except InvalidCommand as exc:
+            self.node.get_logger().warning(f"ignored odom: {exc}", throttle_duration_sec=1.0)
+            return
+        offer(f"odom/{name}", conv.from_time(msg.header.stamp), state)
+
+    def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = {"state": np.concatenate([ready[f"odom/{n}"] for n in self.names])}
+        if f"goal/{self.names[0]}" in ready:
+            out["env_state"] = np.concatenate([ready[f"goal/{n}"] for n in self.names])
+        return out
+
+
+class FleetOutput:
+    """A batched server's answer: drone i's 4 columns of the chunk's first row on its
+    ``cf<i>/cmd_low_level``, stamped with the observation answered."""
+
+    def __init__(self, node: Node, spec: RobotSpec) -> None:
+        from tether.sim.drone_bridge import drone_names
+
+        self.mode = spec.action.mode
+        self.pubs = [
+            node.create_publisher(
+                JointState,
+                drone_topic(n, itf.CMD_LOW_LEVEL),
+                itf.COMMAND_QOS,
+                event_callbacks=itf.FAST_PUB,
+            )
+            for n in drone_names(spec.action.dim // DRONE_ACTION_DIM)
+        ]
+
+    def publish(self, chunk: ActionChunk) -> None:
+        row = np.asarray(chunk.actions[0], np.float64)
+        for i, pub in enumerate(self.pubs):
+            block = row[DRONE_ACTION_DIM * i : DRONE_ACTION_DIM * (i + 1)]
+            pub.publish(conv.low_level_msg(self.mode, block, chunk.t0_ns))
+
+
 class LowLevelOutput:
     """A chunk's first row on cmd_low_level, in the spec's action mode, stamped with the
     observation it answers."""
@@ -138,8 +213,8 @@ class LowLevelOutput:
     def __init__(self, node: Node, spec: RobotSpec) -> None:
         if spec.action.dim != DRONE_ACTION_DIM:
             raise TetherError(
-                f"a drone policy server flies one drone, but this spec has "
-                f"{spec.action.dim // DRONE_ACTION_DIM}: run one per drone namespace with "
+                f"a drone policy server flies one drone or a whole world, but this spec has "
+                f"{spec.action.dim} actions: run one per drone namespace with "
                 "sim.quadrotor.num_drones=1 (tether up does)"
             )
         self.mode = spec.action.mode
@@ -211,11 +286,15 @@ class QuadcopterIO:
     def state_inputs(
         self, node: Node, spec: RobotSpec, keys: Sequence[str], offer: Offer
     ) -> OdometryInputs:
+        if spec.action.dim > DRONE_ACTION_DIM:  # one batched server for the whole world
+            return FleetInputs(node, spec, keys, offer)  # type: ignore[return-value]
         if NEIGHBOURS_KEY in keys:  # a swarm policy: the other drones' odom too
             return NeighbourOdometryInputs(node, offer)
         return OdometryInputs(node, offer)
 
     def policy_output(self, node: Node, spec: RobotSpec) -> LowLevelOutput:
+        if spec.action.dim > DRONE_ACTION_DIM:  # one batched server for the whole world
+            return FleetOutput(node, spec)  # type: ignore[return-value]
         return LowLevelOutput(node, spec)
 
     def teleop(self, node: Node, spec: RobotSpec, tcfg: TeleopConfig) -> DroneTeleop:
@@ -235,14 +314,21 @@ class QuadcopterIO:
             ]
         quad = getattr(cfg.sim, "quadrotor", None)
         n = quad.num_drones if quad is not None else 1
+        if n > 1 and cfg.drones.policy_servers == "batched":
+            return [("", [])]  # one server for the whole world, in the robot's namespace
         extra = ["sim.quadrotor.num_drones=1"] if n > 1 else []
         return [(drone, list(extra)) for drone in drone_names(n)]
 
     def policy_topics(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
         """Each simulated drone's odom and cmd_low_level (none for a real drone)."""
+        from tether.sim.drone_bridge import drone_names
+
+        servers = self.policy_servers(cfg)
+        if servers == [("", [])] and cfg.drones.policy_servers == "batched":
+            names = drone_names(cfg.sim.quadrotor.num_drones)  # type: ignore[union-attr]
+            return [(drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL)) for ns in names]
         return [
-            (drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL))
-            for ns, _ in self.policy_servers(cfg)
+            (drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL)) for ns, _ in servers
         ]
 
     def recording(
