@@ -27,3 +27,29 @@ def spin_until(
     while time.monotonic() < deadline and not predicate():
         executor.spin_once(timeout_sec=0.01)
     return predicate()
+
+
+def episode_end(ctx: rclpy.Context, nodes: list, timeout_s: float = 240.0) -> dict:  # type: ignore[type-arg]
+    """Spin ``nodes`` (a bridge and its policy servers) with a probe on episode_status until
+    the first episode's end event, which it returns; destroys every node."""
+    import json
+
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from tether_ros import interface as itf
+
+    events: list[dict] = []  # type: ignore[type-arg]
+    probe = Node("episode_probe", context=ctx)
+    probe.create_subscription(
+        String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
+    )
+    ex = SingleThreadedExecutor(context=ctx)
+    for n in (*nodes, probe):
+        ex.add_node(n)
+    try:
+        assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), timeout_s)
+        return next(e for e in events if e["event"] == "end")
+    finally:
+        for n in (probe, *reversed(nodes)):
+            n.destroy_node()

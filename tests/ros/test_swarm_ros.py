@@ -5,21 +5,15 @@ collision, with PID + ORCA and with the shipped learned policy."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("rclpy")
 pytest.importorskip("pybullet")
 pytestmark = [pytest.mark.ros, pytest.mark.pybullet]
 
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.node import Node  # noqa: E402
-from ros_helpers import ros_context, spin_until  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
+from ros_helpers import episode_end, ros_context  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
-from tether_ros import interface as itf  # noqa: E402
 from tether_ros.policy_server import PolicyServer  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
 
@@ -53,20 +47,9 @@ def _swap_over_ros(cfg) -> dict:  # type: ignore[no-untyped-def]
     with ros_context() as ctx:
         bridge = SimBridge(cfg, context=ctx)
         servers = [PolicyServer(_one_drone(cfg), namespace=f"cf{i}", context=ctx) for i in range(N)]
-        events: list[dict] = []
-        probe = Node("probe", context=ctx)
-        probe.create_subscription(
-            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
-        )
-        ex = SingleThreadedExecutor(context=ctx)
-        for n in (bridge, *servers, probe):
-            ex.add_node(n)
-        assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), timeout_s=240)
-        end = next(e for e in events if e["event"] == "end")
+        end = episode_end(ctx, [bridge, *servers])
         # every server found the other three drones
         seen = [sorted(s.inputs.state._latest) for s in servers]
-        for node in (probe, *servers, bridge):
-            node.destroy_node()
     assert seen == [sorted(f"/cf{j}" for j in range(N) if j != i) for i in range(N)], seen
     return end
 
@@ -104,18 +87,7 @@ def test_one_batched_server_flies_the_whole_swarm(repo) -> None:  # type: ignore
         bridge = SimBridge(cfg, context=ctx)
         server = PolicyServer(cfg, context=ctx)
         assert server.spec.action.dim == 4 * N
-        events: list[dict] = []
-        probe = Node("probe", context=ctx)
-        probe.create_subscription(
-            String, itf.EPISODE_STATUS, lambda m: events.append(json.loads(m.data)), itf.EVENT_QOS
-        )
-        ex = SingleThreadedExecutor(context=ctx)
-        for n in (bridge, server, probe):
-            ex.add_node(n)
-        assert spin_until(ex, lambda: any(e["event"] == "end" for e in events), timeout_s=240)
-        end = next(e for e in events if e["event"] == "end")
-        for node in (probe, server, bridge):
-            node.destroy_node()
+        end = episode_end(ctx, [bridge, server])
     assert end["outcome"] == "success" and end["metrics"]["collisions"] == 0, end
     assert end["rejected"] == 0
     per_drone = _swap_over_ros(
