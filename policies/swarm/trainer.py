@@ -27,10 +27,7 @@ from tether.policies.progress import Progress
 from tether.policies.swarm.config import WORLD, SwarmTrainConfig
 
 TRAINER = "swarm_ppo"
-# the feature index of the nearest neighbour's closeness (own 7, then its position 3 and
-# velocity 3: tether.sim.quadrotor.swarm.swarm_features), and the distance (m) within which
-# imitation samples weigh more
-NEAREST_CLOSENESS = 13
+# m: imitation samples whose nearest neighbour is closer than this weigh more
 CLOSE = 0.6
 EVAL_SEED = 2_000_000
 
@@ -135,7 +132,8 @@ def imitate(
         y = torch.from_numpy(np.concatenate(ys))
         # the nearest neighbour's distance from its closeness feature (1 - d / sense range)
         f = world.feature_info()
-        near = (1.0 - x[:, NEAREST_CLOSENESS]) * float(f["sense_range"])
+        nearest_closeness = int(f["self_dim"]) + int(f["neighbour_dim"]) - 1
+        near = (1.0 - x[:, nearest_closeness]) * float(f["sense_range"])
         weight = 1.0 + tcfg.imitation_close_weight * torch.clamp(1.0 - near / CLOSE, min=0.0)
         for _ in range(tcfg.imitation_epochs):
             perm = torch.randperm(len(x))

@@ -25,13 +25,13 @@ from tether.core.robot_kinds import MultirotorDescription
 from tether.sim.quadrotor.config_swarm_world import SwarmWorldConfig
 from tether.sim.quadrotor.control import CascadedPID
 from tether.sim.quadrotor.downwash import downwash_forces
-from tether.sim.quadrotor.dynamics import QuadrotorDynamics, hover_state, quat_yaw
+from tether.sim.quadrotor.dynamics import QuadrotorDynamics, hover_state
+from tether.sim.quadrotor.pid_policy import hold_heading
 from tether.sim.quadrotor.swarm import pair_distances, sample_scenario, swarm_features
 
 CRASH_Z = 0.1
 # s: the coarsest physics step (config_swarm_world.physics_dt's bound)
 COARSEST_DT = 0.005
-YAW_P = 2.0
 
 
 class SwarmGroup:
@@ -125,11 +125,13 @@ class SwarmGroup:
         hit = np.zeros((b, n), dtype=bool)
         mass = self.params.mass
         for _ in range(c.hold_steps):
-            cmd[:, 3] = np.clip(-YAW_P * quat_yaw(self.state[:, 3:7]), -2.0, 2.0)
+            cmd[:, 3] = hold_heading(self.state)
             rates = self.pid.velocity_rates(self.state, cmd, self.control_dt)
             for _ in range(self.substeps):
                 rpm_cmd = self.pid.thrust_rates(self.state, rates)
-                force = downwash_forces(self.positions(), mass, c.downwash).reshape(-1, 3)
+                force = None
+                if c.downwash.enabled:
+                    force = downwash_forces(self.positions(), mass, c.downwash).reshape(-1, 3)
                 self.state, self.rpm = self.dyn.step(
                     self.state, self.rpm, rpm_cmd, self.physics_dt, force
                 )
@@ -138,10 +140,10 @@ class SwarmGroup:
             hit |= d < c.collision_distance
             close = np.maximum(close, np.clip((c.proximity - d) / c.proximity, 0.0, 1.0))
             self.min_sep = np.minimum(self.min_sep, d.min(axis=-1))
-            at_goal = np.all(self.distance_to_goal() <= c.goal_radius, axis=-1)
+            after = self.distance_to_goal()
+            at_goal = np.all(after <= c.goal_radius, axis=-1)
             self.hold = np.where(at_goal, self.hold + 1, 0)
         self.collided |= hit.any(axis=-1)
-        after = self.distance_to_goal()
         crashed = self.positions()[..., 2] < CRASH_Z
         success = self.hold >= self._hold_needed
         reward = (
@@ -188,6 +190,8 @@ class BatchedSwarmWorld:
             COLLISION_DISTANCE,
             FEATURE_VERSION,
             GOAL_CAP,
+            NEIGHBOUR_DIM,
+            SELF_DIM,
             SENSE_RANGE,
             feature_dim,
         )
@@ -196,6 +200,9 @@ class BatchedSwarmWorld:
         return {
             "version": FEATURE_VERSION,
             "dim": feature_dim(c.neighbours),
+            # own features, then per neighbour (its last one: closeness)
+            "self_dim": SELF_DIM,
+            "neighbour_dim": NEIGHBOUR_DIM,
             "neighbours": c.neighbours,
             "v_max": c.v_max,
             "goal_cap": GOAL_CAP,

@@ -51,6 +51,17 @@ def drone_topic(drone: str, topic: str) -> str:
     return f"{drone}/{topic}" if drone else topic
 
 
+def offer_odom(node: Node, offer: Offer, key: str, msg: Odometry) -> None:
+    """Offer an odom message's state (13,) under ``key`` at its stamp; a malformed one is
+    logged (throttled) and dropped."""
+    try:
+        state = conv.odometry_to_state(msg)
+    except InvalidCommand as exc:
+        node.get_logger().warning(f"ignored odom: {exc}", throttle_duration_sec=1.0)
+        return
+    offer(key, conv.from_time(msg.header.stamp), state)
+
+
 class OdometryInputs:
     """odom -> ``state`` (13,): position m, quaternion wxyz, linear velocity m/s world,
     angular velocity rad/s body."""
@@ -65,12 +76,7 @@ class OdometryInputs:
         )
 
     def _on_odom(self, msg: Odometry) -> None:
-        try:
-            state = conv.odometry_to_state(msg)
-        except InvalidCommand as exc:
-            self.node.get_logger().warning(f"ignored odom: {exc}", throttle_duration_sec=1.0)
-            return
-        self._offer("state", conv.from_time(msg.header.stamp), state)
+        offer_odom(self.node, self._offer, "state", msg)
 
     def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"state": ready["state"]}
@@ -167,12 +173,7 @@ class FleetInputs:
                 )
 
     def _on_odom(self, name: str, msg: Odometry, offer: Offer) -> None:
-        try:
-            state = conv.odometry_to_state(msg)
-        except InvalidCommand as exc:
-            self.node.get_logger().warning(f"ignored odom: {exc}", throttle_duration_sec=1.0)
-            return
-        offer(f"odom/{name}", conv.from_time(msg.header.stamp), state)
+        offer_odom(self.node, offer, f"odom/{name}", msg)
 
     def observation(self, ready: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = {"state": np.concatenate([ready[f"odom/{n}"] for n in self.names])}
@@ -320,16 +321,16 @@ class QuadcopterIO:
         return [(drone, list(extra)) for drone in drone_names(n)]
 
     def policy_topics(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
-        """Each simulated drone's odom and cmd_low_level (none for a real drone)."""
+        """Each flown drone's odom and cmd_low_level, whichever server answers it: the
+        simulated drones, a hardware fleet's members (none for a lone real drone)."""
         from tether.sim.drone_bridge import drone_names
 
-        servers = self.policy_servers(cfg)
-        if servers == [("", [])] and cfg.drones.policy_servers == "batched":
-            names = drone_names(cfg.sim.quadrotor.num_drones)  # type: ignore[union-attr]
-            return [(drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL)) for ns in names]
-        return [
-            (drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL)) for ns, _ in servers
-        ]
+        if cfg.hardware is not None:
+            names = [m.namespace.strip("/") for m in cfg.hardware.fleet]
+        else:
+            quad = getattr(cfg.sim, "quadrotor", None)
+            names = drone_names(quad.num_drones if quad is not None else 1)
+        return [(drone_topic(ns, itf.ODOM), drone_topic(ns, itf.CMD_LOW_LEVEL)) for ns in names]
 
     def recording(
         self, cfg: ExperimentConfig, spec: RobotSpec, objects: tuple[str, ...]
