@@ -531,6 +531,17 @@ def swarm_table(d: dict) -> list[str]:
             f"one batched server {b['control_hz']:.0f} Hz, {b['latency_ms']['p50']:.1f} / "
             f"{b['latency_ms']['p99']:.1f} ms."
         )
+        four = ros.get("swap_4")
+        if four:
+            runs = four["per_seed"]
+            clean = sum(r["outcome"] == "success" for r in runs)
+            seps = [r["min_separation_m"] for r in runs if r["min_separation_m"] is not None]
+            note += (
+                f" 4 namespaced drones, a server each: {clean} of {len(runs)} swaps all at goal "
+                "without collision"
+                + (f" (least separation {min(seps):.2f} m)" if seps else "")
+                + "."
+            )
     m = d["machine"]
     rows += [
         "",

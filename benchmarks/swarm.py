@@ -160,30 +160,50 @@ def latency(model: Path, calls: int = 2000) -> dict[str, Any]:
     return out
 
 
-def ros_servers(model: Path, episodes: int = 3, drones: int = 8) -> dict[str, Any]:
-    """The learned swap over ROS 2 as `tether eval --ros` runs it (a process per node,
-    lockstep): one policy server per drone against one batched server, side by side."""
+def ros_eval(model: Path, drones: int, episodes: int, mode: str) -> dict[str, Any]:
+    """`tether eval --ros` of the learned swap (a process per node, lockstep): its summary."""
     import json
     import subprocess
     import tempfile
 
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
+            "--episodes", str(episodes), "--seed", str(SEED), "--out", tmp, "--no-video",
+            f"drones.policy_servers={mode}", "sim.cameras=[]",
+            f"sim.quadrotor.num_drones={drones}",
+        ]  # fmt: skip
+        subprocess.run(cmd, check=True, capture_output=True, timeout=900)
+        summary: dict[str, Any] = json.loads((Path(tmp) / "summary.json").read_text())
+    return summary
+
+
+def ros_servers(model: Path, episodes: int = 3, drones: int = 8) -> dict[str, Any]:
+    """The learned swap over ROS 2 as `tether eval --ros` runs it: one policy server per
+    drone against one batched server, side by side; and the issue's 4 namespaced drones (a
+    server each) on 5 seeds."""
     out: dict[str, Any] = {"drones": drones, "episodes": episodes}
     for mode in ("per_drone", "batched"):
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [
-                sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
-                "--episodes", str(episodes), "--seed", str(SEED), "--out", tmp, "--no-video",
-                f"drones.policy_servers={mode}", "sim.cameras=[]",
-                f"sim.quadrotor.num_drones={drones}",
-            ]  # fmt: skip
-            subprocess.run(cmd, check=True, capture_output=True, timeout=900)
-            s = json.loads((Path(tmp) / "summary.json").read_text())
+        s = ros_eval(model, drones, episodes, mode)
         lat = s["latency_ms"]
         out[mode] = {
             "success_rate": s["success_rate"],
             "control_hz": round(float(s["control_hz"]), 1),
             "latency_ms": {"p50": round(lat["p50"], 2), "p99": round(lat["p99"], 2)},
         }
+    s = ros_eval(model, 4, 5, "per_drone")
+    out["swap_4"] = {
+        "episodes": 5,
+        "success_rate": s["success_rate"],
+        "per_seed": [
+            {
+                "seed": e["seed"],
+                "outcome": e["outcome"],
+                "min_separation_m": e.get("metrics", {}).get("min_separation_m"),
+            }
+            for e in s["per_episode"]
+        ],
+    }
     return out
 
 
