@@ -1,6 +1,7 @@
 """Local planners for the Husky on the obstacle course (issue #20, docs/base_planner.md):
-the learned planner (the shipped ONNX model), the Dynamic Window Approach planner (`dwa`)
-and the follow-the-gap expert (`base_expert`), per density level and engine, on the same
+the learned planner (the shipped ONNX model), the Dynamic Window Approach planner (`dwa`;
+`dwa_odometry`: the same on wheel odometry, as the learned planner, instead of the true
+pose) and the follow-the-gap expert (`base_expert`), per density level and engine, on the same
 unseen seeds: success, collision and timeout rates, mean time to the goal and path length of
 the successful runs; the learned planner's training wall-clock (its train.json) and its
 per-step latency (one onnxruntime thread, p50 / p99). Writes
@@ -33,8 +34,12 @@ SEED = 1000
 
 
 def policy_overrides(planner: str, model: Path) -> list[str]:
+    """``dwa_odometry``: DWA reading the wheel odometry the learned planner reads, instead of
+    the true pose (its default, the stand-in for a localization system)."""
     if planner == "learned":
         return ["policy.type=onnx", f"policy.model={model / 'model.onnx'}"]
+    if planner == "dwa_odometry":
+        return ["policy.type=dwa", "policy.pose_source=odometry"]
     return [f"policy.type={planner}"]
 
 

@@ -469,8 +469,8 @@ def base_planner_table(d: dict) -> list[str]:
     if learned:
         lat = learned["latency_ms"]
         note = (
-            f" The learned planner (`{learned['model']}`, reading odometry; the classical ones "
-            f"read the true pose): per-step latency p50 / p99 {lat['p50']:.3f} / "
+            f" The learned planner (`{learned['model']}`, reading odometry as `dwa_odometry` "
+            f"does; `dwa` and `base_expert` read the true pose): per-step latency p50 / p99 {lat['p50']:.3f} / "
             f"{lat['p99']:.3f} ms on one onnxruntime thread"
         )
         tr = learned.get("training")
