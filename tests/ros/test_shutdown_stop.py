@@ -134,11 +134,12 @@ def test_arm_holds_its_measured_position_before_the_bridge_exits(sig, tmp_path):
         graph.stop()
     _assert_clean(code, log)
     assert last["t_ns"] > sent_ns, "no command reached the arm after the bridge was stopped"
-    # a hold: one point at the position the bridge measured last; the arm moves on for the
-    # age of that measurement (a 100 Hz joint_states period, the transport) and the mock's
-    # 20 ms latency, at about 1 rad/s at most here
-    error = np.abs(np.array(last["positions"]) - np.array(last["measured"])).max()
-    assert error < 0.03, last
+    # a hold: one point at a position the bridge measured, i.e. one the arm published (how
+    # old that measurement is when the hold arrives depends on the machine's load: the
+    # arm's position at arrival is no fixed distance from it), not the policy's last target
+    assert last["from_published"] < 1e-3, last
+    moved = np.abs(np.array(last["positions"]) - np.array(last["measured"])).max()
+    assert moved < 0.2, last
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)

@@ -83,6 +83,8 @@ class MockArmNode(Node):
         self.rejected = 0
         # the last trajectory's final point, where the arm was when it arrived, and when
         self.last_command: dict[str, Any] | None = None
+        # the arm's last published positions (newest last): a hold must be one of them
+        self.published: list[list[float]] = []
         self.pub = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
         self.create_subscription(
             JointTrajectory,
@@ -108,10 +110,14 @@ class MockArmNode(Node):
             self.arm.get_observation()  # brings the arm's state up to now
             measured = self.arm.q.tolist()
             self.arm.send_trajectory(points, times)
+            recent = np.array(self.published) if self.published else np.array([measured])
             self.last_command = {
                 "t_ns": time.monotonic_ns(),
                 "positions": points[-1].tolist(),
                 "measured": measured,
+                # how far the command's final point is from the nearest position this arm
+                # published in the last 0.5 s (a hold at a measured position: ~0)
+                "from_published": float(np.abs(recent - points[-1]).max(1).min()),
             }
         except (InvalidCommand, IndexError) as exc:  # a JTC rejects the goal as a whole
             self.rejected += 1
@@ -120,9 +126,10 @@ class MockArmNode(Node):
     def _publish(self) -> None:
         obs = self.arm.get_observation()
         stamp = self.get_clock().now().nanoseconds
-        self.pub.publish(
-            conv.joint_state_msg(stamp, tuple(self.names), obs["state"], obs["velocity"])
-        )
+        msg = conv.joint_state_msg(stamp, tuple(self.names), obs["state"], obs["velocity"])
+        # in action order (the trajectory's), as published in this message
+        self.published = [*self.published[-int(STATE_HZ / 2) + 1 :], self.arm.q.tolist()]
+        self.pub.publish(msg)
 
     def close(self) -> None:
         _report_last(self, self.last_command)
