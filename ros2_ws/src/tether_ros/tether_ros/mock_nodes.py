@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -83,8 +84,8 @@ class MockArmNode(Node):
         self.rejected = 0
         # the last trajectory's final point, where the arm was when it arrived, and when
         self.last_command: dict[str, Any] | None = None
-        # the arm's last published positions (newest last): a hold must be one of them
-        self.published: list[list[float]] = []
+        # the arm's positions published in the last 0.5 s (newest last): a hold is one of them
+        self.published: deque[list[float]] = deque(maxlen=int(STATE_HZ / 2))
         self.pub = self.create_publisher(JointState, itf.JOINT_STATES, itf.SENSOR_QOS)
         self.create_subscription(
             JointTrajectory,
@@ -128,7 +129,7 @@ class MockArmNode(Node):
         stamp = self.get_clock().now().nanoseconds
         msg = conv.joint_state_msg(stamp, tuple(self.names), obs["state"], obs["velocity"])
         # in action order (the trajectory's), as published in this message
-        self.published = [*self.published[-int(STATE_HZ / 2) + 1 :], self.arm.q.tolist()]
+        self.published.append(self.arm.q.tolist())
         self.pub.publish(msg)
 
     def close(self) -> None:
