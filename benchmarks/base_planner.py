@@ -1,7 +1,7 @@
 """Local planners for the Husky on the obstacle course (issue #20, docs/base_planner.md):
 the learned planner (the shipped ONNX model), the Dynamic Window Approach planner (`dwa`;
-`dwa_odometry`: the same on wheel odometry, as the learned planner, instead of the true
-pose) and the follow-the-gap expert (`base_expert`), per density level and engine, on the same
+`dwa_odometry`: the same on the odometry the learned planner reads, wheels with the IMU's
+heading, instead of the true pose; `dwa_wheel_odometry`: on wheel odometry alone) and the follow-the-gap expert (`base_expert`), per density level and engine, on the same
 unseen seeds: success, collision and timeout rates, mean time to the goal and path length of
 the successful runs; the learned planner's training wall-clock (its train.json) and its
 per-step latency (one onnxruntime thread, p50 / p99). Writes
@@ -34,12 +34,20 @@ SEED = 1000
 
 
 def policy_overrides(planner: str, model: Path) -> list[str]:
-    """``dwa_odometry``: DWA reading the wheel odometry the learned planner reads, instead of
-    the true pose (its default, the stand-in for a localization system)."""
+    """``dwa_odometry``: DWA reading the odometry the learned planner reads (the
+    experiment's: wheels with the IMU's heading), instead of the true pose (its default, the
+    stand-in for a localization system); ``dwa_wheel_odometry``: on wheel odometry alone
+    (``sim.mobile_base.odometry_heading=wheels``: the heading drifts with the tracks' slip)."""
     if planner == "learned":
         return ["policy.type=onnx", f"policy.model={model / 'model.onnx'}"]
     if planner == "dwa_odometry":
         return ["policy.type=dwa", "policy.pose_source=odometry"]
+    if planner == "dwa_wheel_odometry":
+        return [
+            "policy.type=dwa",
+            "policy.pose_source=odometry",
+            "sim.mobile_base.odometry_heading=wheels",
+        ]
     return [f"policy.type={planner}"]
 
 
@@ -82,6 +90,33 @@ def run_case(planner: str, engine: str, level: str, episodes: int, model: Path) 
     out["wall_s"] = round(time.monotonic() - t0, 1)
     out["failed"] = [(r["seed"], r["outcome"]) for r in results if r["outcome"] != "success"]
     return out
+
+
+def ros_case(model: Path, engine: str, level: str, episodes: int) -> dict[str, Any]:
+    """The learned planner over ROS 2 as `tether eval --ros` runs it (a process per node:
+    sim bridge with its safety filter, policy server; lockstep): outcomes per seed."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
+            "--episodes", str(episodes), "--seed", str(SEED), "--out", tmp, "--no-video",
+            f"sim.type={engine}", "sim.cameras=[]", f"task.density={level}",
+            "task.end_on_collision=true",
+        ]  # fmt: skip
+        t0 = time.monotonic()
+        subprocess.run(cmd, check=True, capture_output=True, timeout=1800)
+        summary: dict[str, Any] = json.loads((Path(tmp) / "summary.json").read_text())
+    per_seed = [{"seed": e["seed"], "outcome": e["outcome"]} for e in summary["per_episode"]]
+    return {
+        "engine": engine,
+        "level": level,
+        "episodes": episodes,
+        "successes": sum(e["outcome"] == "success" for e in per_seed),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "per_seed": per_seed,
+    }
 
 
 def latency(model: Path, steps: int = 2000) -> dict[str, float]:
@@ -148,9 +183,16 @@ def main() -> int:
     ap.add_argument("--planners", nargs="+", default=["learned", "dwa", "base_expert"])
     ap.add_argument("--model", type=Path, default=MODEL, help="an exported planner folder")
     ap.add_argument(
+        "--ros",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the learned planner over ROS 2 on N medium seeds per engine",
+    )
+    ap.add_argument(
         "--merge",
         action="store_true",
-        help="keep the other planners' cases of the existing result (same episodes)",
+        help="keep the existing result's cases of other planners and engines (same episodes)",
     )
     args = ap.parse_args()
     cases = []
@@ -160,7 +202,8 @@ def main() -> int:
         previous = json.loads(path.read_text())
         if previous.get("episodes") != args.episodes:
             ap.error(f"--merge: {path} has {previous.get('episodes')} episodes per case")
-        cases = [c for c in previous["cases"] if c["planner"] not in args.planners]
+        rerun = {(p, e) for p in args.planners for e in args.engines}
+        cases = [c for c in previous["cases"] if (c["planner"], c["engine"]) not in rerun]
     for engine in args.engines:
         for level in LEVELS:
             for planner in args.planners:
@@ -181,6 +224,12 @@ def main() -> int:
         "seeds": [SEED, SEED + args.episodes - 1],
         "cases": cases,
     }
+    if args.ros:
+        data["ros"] = [ros_case(args.model, e, "medium", args.ros) for e in args.engines]
+        for r in data["ros"]:
+            print(f"ROS 2 {r['engine']} medium: {r['successes']}/{r['episodes']}", flush=True)
+    elif "ros" in previous and "learned" not in args.planners:
+        data["ros"] = previous["ros"]
     if "learned" in previous and "learned" not in args.planners:
         data["learned"] = previous["learned"]
     if "learned" in args.planners:

@@ -469,14 +469,20 @@ def base_planner_table(d: dict) -> list[str]:
     if learned:
         lat = learned["latency_ms"]
         note = (
-            f" The learned planner (`{learned['model']}`, reading odometry as `dwa_odometry` "
-            f"does; `dwa` and `base_expert` read the true pose): per-step latency p50 / p99 {lat['p50']:.3f} / "
-            f"{lat['p99']:.3f} ms on one onnxruntime thread"
+            f" The learned planner (`{learned['model']}`, reading the odometry, wheels with the "
+            f"IMU's heading, as `dwa_odometry` does; `dwa` and `base_expert` read the true pose, "
+            f"`dwa_wheel_odometry` wheel odometry alone): per-step latency p50 / p99 "
+            f"{lat['p50']:.3f} / {lat['p99']:.3f} ms on one onnxruntime thread"
         )
         tr = learned.get("training")
         if tr:
             note += f", trained in {tr['wall_s'] / 60:.0f} min ({tr['env_steps'] / 1e6:.1f} M env steps)"
         note += "."
+    for r in d.get("ros", []):
+        note += (
+            f" Over ROS 2 (`tether eval --ros`, {r['engine']}, {r['level']}): "
+            f"{r['successes']}/{r['episodes']} at the goal."
+        )
     m = d["machine"]
     rows += [
         "",

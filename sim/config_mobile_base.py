@@ -4,6 +4,8 @@ base (any engine: the engines' mobile-base config classes add :class:`MobileBase
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tether.sim.config_sim import TableSimConfig
@@ -43,6 +45,14 @@ class MobileBaseConfig(BaseModel):
     # a skid-steer base turns slower than its geometric track predicts). None: the engine's
     # calibrated value
     wheel_separation_multiplier: float | None = Field(None, gt=0)
+    # the odometry's heading: "wheels" from the wheel encoders (drifts with the tracks' yaw
+    # slip), "imu" from a gyro (the true yaw rate plus a bias drawn per reset, uniform within
+    # +-gyro_bias rad/s, and white noise of gyro_noise rad/s per control period), as the
+    # odometry of a base that fuses its IMU (a real Husky's robot_localization EKF);
+    # the position integrates the wheels' forward travel along that heading either way
+    odometry_heading: Literal["wheels", "imu"] = "wheels"
+    gyro_bias: float = Field(0.002, ge=0)
+    gyro_noise: float = Field(0.01, ge=0)
     # ramp the commanded twist with the robot's published acceleration limits
     limit_acceleration: bool = True
 

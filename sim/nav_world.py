@@ -32,6 +32,7 @@ import numpy as np
 from tether.core.robot_kinds import MobileBaseDescription
 from tether.sim.base_scene import OBSTACLE_RADIUS, PARKING
 from tether.sim.config_nav_world import NavWorldConfig
+from tether.sim.experts.navfn import Potential, potential
 from tether.sim.nav_features import FEATURES, GOAL_CAP, RANGE_CAP, SECTORS, features
 from tether.sim.robots.diff_drive import beam_angles, yaw_quat
 from tether.sim.tasks.config_base_tasks import GoToGoalConfig, ObstacleCourseConfig
@@ -64,6 +65,8 @@ class Layout:
 
     goal: np.ndarray
     obstacles: np.ndarray
+    # the navigation function towards the goal (geodesic progress only)
+    field: Potential | None = None
 
 
 def draw_layout(task: ObstacleCourseTask, sim: LayoutSim, rng: np.random.Generator) -> Layout:
@@ -73,6 +76,24 @@ def draw_layout(task: ObstacleCourseTask, sim: LayoutSim, rng: np.random.Generat
     goal = sim.body_pose("goal")[0][:2]
     obstacles = np.array([sim.body_pose(o)[0][:2] for o in task.obstacles]).reshape(-1, 2)
     return Layout(goal, obstacles)
+
+
+def layout_field(layout: Layout, cfg: NavWorldConfig, half_width: float) -> Potential:
+    """The navigation function of a layout (``cfg.progress == "geodesic"``): lethal where the
+    base's centre comes within its half width less 5 cm of an obstacle's surface (a gap it
+    fits through stays open), inflated ``cfg.plan_inflation`` m beyond that."""
+    real = layout.obstacles[np.hypot(*layout.obstacles.T) < 0.5 * abs(PARKING[0])]
+    lethal = OBSTACLE_RADIUS + half_width - 0.05
+    return potential(
+        real,
+        layout.goal,
+        np.zeros((1, 2)),
+        cfg.plan_resolution,
+        lethal,
+        lethal + cfg.plan_inflation,
+        3.0,
+        cfg.plan_inflation_weight,
+    )
 
 
 def scene_task(level: str, max_duration_s: float) -> ObstacleCourseTask:
@@ -106,11 +127,14 @@ class BatchedNavWorld:
     ) -> None:
         self.cfg, self.robot, self.n = cfg, robot, n
         self.dt = 1.0 / control_hz
-        self.v_max, self.w_max = float(robot.max_linear), float(robot.max_angular)
+        self.v_max = min(float(robot.max_linear), cfg.max_speed or math.inf)
+        self.w_max = min(float(robot.max_angular), cfg.max_yaw_rate or math.inf)
         self.accel = np.array([robot.max_linear_accel, robot.max_angular_accel], np.float64)
         self.half = np.asarray(robot.footprint, np.float64)
         self.angles = beam_angles(cfg.n_beams, cfg.fov_deg)
         self.rng = np.random.default_rng(seed)
+        w = np.asarray(cfg.density_weights or [1.0] * len(cfg.densities), np.float64)
+        self._level_p = w / w.sum()
         self.tasks = {level: scene_task(level, cfg.max_duration_s) for level in cfg.densities}
         m = max(1, *(t.cfg.n_obstacles for t in self.tasks.values()))
         self.max_steps = round(cfg.max_duration_s * control_hz)
@@ -119,7 +143,7 @@ class BatchedNavWorld:
         # layouts drawn up front (the rejection sampler takes ~7 ms, a step of all bases
         # ~3 ms): a pool per level, each used as drawn or mirrored across the start-goal axis
         self.pools = {
-            level: [draw_layout(task, self._sim, self.rng) for _ in range(cfg.layout_pool)]
+            level: [self._draw(task) for _ in range(cfg.layout_pool)]
             for level, task in self.tasks.items()
         }
         # state per base
@@ -134,10 +158,17 @@ class BatchedNavWorld:
         # domain randomisation per base
         self.latency = np.zeros(n, np.int64)
         self.gains = np.ones((n, 2))
+        self.offset = np.zeros(n)
         self.accel_scale = np.ones(n)
         self.noise = np.zeros(n)
         self.dropout = np.zeros(n)
         self.level = np.zeros(n, np.int64)
+        self.gyro_bias = np.zeros(n)
+        # geodesic progress: each base's navigation function, its y sign (mirrored layouts
+        # query the unmirrored function at (x, -y)) and the potential where it stands
+        self.fields: list[Potential | None] = [None] * n
+        self.flip = np.ones(n)
+        self.phi = np.zeros(n)
         self.last_outcome = [""] * n
         self.episode_stats: list[dict[str, Any]] = []
         self._path = np.zeros(n)
@@ -146,19 +177,44 @@ class BatchedNavWorld:
 
     # ---- episodes -----------------------------------------------------------------------
 
+    def _draw(self, task: ObstacleCourseTask) -> Layout:
+        layout = draw_layout(task, self._sim, self.rng)
+        if self.cfg.progress == "geodesic":
+            layout.field = layout_field(layout, self.cfg, float(self.half[1]))
+        return layout
+
+    def potential(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The navigation function (geodesic progress) at each base's true position; inf
+        in a lethal cell."""
+        ids = np.arange(self.n)[idx]
+        out = np.empty(len(ids))
+        for k, i in enumerate(ids):
+            field = self.fields[i]
+            if field is None:
+                out[k] = float(np.hypot(*(self.goal[i] - self.pose[i, :2])))
+            else:
+                out[k] = float(field.at(self.pose[i, :2] * (1.0, self.flip[i])))
+        return out
+
     def _reset_one(self, i: int) -> None:
         c, rng = self.cfg, self.rng
         levels = list(self.tasks)
-        self.level[i] = int(rng.integers(len(levels)))
+        if c.density_weights is None:
+            self.level[i] = int(rng.integers(len(levels)))
+        else:
+            self.level[i] = int(rng.choice(len(levels), p=self._level_p))
         level = levels[self.level[i]]
         pool = self.pools[level]
+        self.flip[i] = 1.0
         if pool:
             layout = pool[int(rng.integers(len(pool)))]
             if rng.random() < 0.5:  # mirrored: y -> -y
                 flip = np.array([1.0, -1.0])
-                layout = Layout(layout.goal * flip, layout.obstacles * flip)
+                layout = Layout(layout.goal * flip, layout.obstacles * flip, layout.field)
+                self.flip[i] = -1.0
         else:
-            layout = draw_layout(self.tasks[level], self._sim, rng)
+            layout = self._draw(self.tasks[level])
+        self.fields[i] = layout.field
         self.goal[i] = layout.goal
         self.obstacles[i] = PARKING[0]
         self.obstacles[i, : len(layout.obstacles)] = layout.obstacles
@@ -171,10 +227,16 @@ class BatchedNavWorld:
         self._path[i] = 0.0
         self.latency[i] = rng.integers(c.latency_steps[0], c.latency_steps[1] + 1)
         self.gains[i] = (rng.uniform(*c.lin_gain), rng.uniform(*c.yaw_gain))
+        # drawn only when randomised (the runs before it existed keep their random stream)
+        lo, hi = c.rotation_offset
+        self.offset[i] = rng.uniform(lo, hi) if hi > lo else lo
         self.accel_scale[i] = rng.uniform(*c.accel_scale)
         self.noise[i] = rng.uniform(*c.lidar_noise)
         self.dropout[i] = rng.uniform(*c.lidar_dropout)
+        self.gyro_bias[i] = rng.uniform(-c.gyro_bias, c.gyro_bias)
         self.dist[i] = float(np.hypot(*(self.goal[i] - self.pose[i, :2])))
+        phi = float(self.potential(np.array([i]))[0])
+        self.phi[i] = phi if math.isfinite(phi) else math.nan
 
     def feature_info(self) -> dict[str, Any]:
         """What the features are (a planner's contract carries it; nav_features.py)."""
@@ -242,18 +304,36 @@ class BatchedNavWorld:
         # acceleration limits, scaled per base
         step = self.accel[None, :] * self.accel_scale[:, None] * dt
         self.vel = self.vel + np.clip(applied - self.vel, -step, step)
-        # the true motion slips; odometry integrates the wheels' twist
+        # the true motion slips; odometry integrates the wheels' forward speed, and their yaw
+        # rate or the gyro's
         v_true, w_true = (self.vel * self.gains).T
+        mid = self.pose[:, 2] + 0.5 * w_true * dt
         self.pose = _integrate(self.pose, v_true, w_true, dt)
-        self.odom = _integrate(self.odom, self.vel[:, 0], self.vel[:, 1], dt)
+        # sideways slide about the shifted centre of rotation
+        side = self.offset * w_true * dt
+        self.pose[:, 0] -= side * np.sin(mid)
+        self.pose[:, 1] += side * np.cos(mid)
+        if c.heading == "imu":
+            w_odom = w_true + self.gyro_bias + c.gyro_noise * self.rng.standard_normal(n)
+        else:
+            w_odom = self.vel[:, 1]
+        self.odom = _integrate(self.odom, self.vel[:, 0], w_odom, dt)
         self.steps += 1
         self._path += np.abs(v_true) * dt
         dist = np.hypot(*(self.goal - self.pose[:, :2]).T)
-        progress = self.dist - dist
+        if c.progress == "geodesic":
+            phi = self.potential()
+            # no progress counted into or out of a lethal cell (where the outline all but
+            # touches: nan)
+            phi = np.where(np.isfinite(phi), phi, np.nan)
+            progress = np.nan_to_num(self.phi - phi, nan=0.0)
+            self.phi = phi
+        else:
+            progress = self.dist - dist
         self.dist = dist
         clear = self.clearance()
         success = dist <= self.success_radius
-        collision = (clear < TOUCH) & ~success
+        collision = (clear < TOUCH + c.collision_margin) & ~success
         timeout = (self.steps >= self.max_steps) & ~success & ~collision
         reward = (
             c.progress_reward * progress

@@ -43,7 +43,9 @@ def evaluate_in_world(
     of its first episode (the domain randomisation as in training)."""
     result = {}
     for k, level in enumerate(cfg.densities):
-        wcfg = cfg.model_copy(update={"densities": (level,), "layout_pool": 0})
+        wcfg = cfg.model_copy(
+            update={"densities": (level,), "density_weights": None, "layout_pool": 0}
+        )
         world = registry.load("env", WORLD)(wcfg, robot, episodes, control_hz, seed=seed + k)
         scale = np.array([world.v_max, world.w_max])
         first: list[dict[str, Any] | None] = [None] * episodes

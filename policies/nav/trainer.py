@@ -43,7 +43,7 @@ def nav_contract(cfg: Any, tcfg: NavTrainConfig, robot: Any, world: Any) -> dict
         "hidden": list(tcfg.hidden),
         "observation_keys": ["state", "env_state", "scan"],
         "features": world.feature_info(),
-        "velocity_bounds": [float(robot.max_linear), float(robot.max_angular)],
+        "velocity_bounds": [float(world.v_max), float(world.w_max)],
     }
 
 

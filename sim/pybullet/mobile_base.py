@@ -80,6 +80,7 @@ class PybulletMobileBase:
         self.track = desc.track_width * mult
         self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius)
         self.limiter = dd.TwistLimiter(desc.max_linear_accel, desc.max_angular_accel)
+        self.gyro = dd.Gyro(mb.gyro_bias, mb.gyro_noise) if mb.odometry_heading == "imu" else None
         self._side = desc.wheel_side
         self._angles = dd.beam_angles(mb.lidar.n_beams, mb.lidar.fov_deg)
         self._noise = np.random.default_rng(0)
@@ -227,6 +228,10 @@ class PybulletMobileBase:
         self.limiter.reset()
         self.odometry.reset(float(pos[0]), float(pos[1]), dd.yaw_of(quat))
         self.odometry.update(*self._side_angles(), 0.0)
+        if self.gyro is not None:
+            self.gyro.reset(
+                dd.yaw_of(quat), np.random.default_rng(None if seed is None else [seed, 2])
+            )
         self._steps = 0
         return self.observe()
 
@@ -244,7 +249,10 @@ class PybulletMobileBase:
         for _ in range(self.substeps):
             pb.stepSimulation(physicsClientId=self._cid)
         self._steps += 1
-        self.odometry.update(*self._side_angles(), dt)
+        dyaw = None
+        if self.gyro is not None:
+            dyaw = self.gyro.delta(dd.yaw_of(self.body_pose(BASE_BODY)[1]), dt)
+        self.odometry.update(*self._side_angles(), dt, dyaw)
         return score_step(self, self.observe(), self._max_duration)
 
     def render(self, camera: str) -> np.ndarray:

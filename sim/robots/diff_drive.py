@@ -65,9 +65,12 @@ class WheelOdometry:
         self.vx, self.wz = 0.0, 0.0
         self._last: tuple[float, float] | None = None
 
-    def update(self, left_angle: float, right_angle: float, dt: float) -> None:
+    def update(
+        self, left_angle: float, right_angle: float, dt: float, dyaw: float | None = None
+    ) -> None:
         """New mean encoder angles (rad) of the left and right wheels, ``dt`` s after the
-        previous ones."""
+        previous ones; ``dyaw`` (rad), when given, is the heading change a gyro measured over
+        that time (``Gyro``), used instead of the wheels' (odometry fused with an IMU)."""
         if self._last is None:
             self._last = (left_angle, right_angle)
             return
@@ -75,7 +78,7 @@ class WheelOdometry:
         dr = right_angle - self._last[1]
         self._last = (left_angle, right_angle)
         ds = self.radius * (dl + dr) / 2.0
-        dth = self.radius * (dr - dl) / self.track
+        dth = self.radius * (dr - dl) / self.track if dyaw is None else dyaw
         self.x += ds * math.cos(self.yaw + 0.5 * dth)
         self.y += ds * math.sin(self.yaw + 0.5 * dth)
         self.yaw = wrap_angle(self.yaw + dth)
@@ -85,6 +88,30 @@ class WheelOdometry:
     def as_array(self) -> np.ndarray:
         """(x, y, yaw, vx, wz), shape (5,), float64."""
         return np.array([self.x, self.y, self.yaw, self.vx, self.wz], dtype=np.float64)
+
+
+class Gyro:
+    """A yaw-rate gyro integrated over each control period: the true heading change plus a
+    bias drawn at each reset (uniform within +-``bias`` rad/s) and white noise of ``noise``
+    rad/s per period. What an IMU gives the odometry of a base that fuses it (a real Husky's
+    robot_localization EKF): a heading that does not drift with the tracks' slip."""
+
+    def __init__(self, bias: float, noise: float) -> None:
+        self.bias_range, self.noise = bias, noise
+        self.reset(0.0, np.random.default_rng(0))
+
+    def reset(self, yaw: float, rng: np.random.Generator) -> None:
+        """Start at the true heading ``yaw`` (rad), with a new bias from ``rng``."""
+        self.rng = rng
+        self.last = yaw
+        self.bias = float(rng.uniform(-self.bias_range, self.bias_range))
+
+    def delta(self, yaw: float, dt: float) -> float:
+        """The measured heading change (rad) since the last call, the true heading now being
+        ``yaw`` (rad), ``dt`` s later."""
+        true = wrap_angle(yaw - self.last)
+        self.last = yaw
+        return true + (self.bias + self.noise * float(self.rng.standard_normal())) * dt
 
 
 def wrap_angle(a: float) -> float:

@@ -15,7 +15,7 @@ from tether.core import registry
 from tether.sim.base_scene import OBSTACLE_RADIUS, PARKING
 from tether.sim.config_nav_world import NavWorldConfig
 from tether.sim.nav_features import FEATURES, GOAL_CAP, RANGE_CAP, SECTORS, features, sectors
-from tether.sim.nav_world import BatchedNavWorld
+from tether.sim.nav_world import BatchedNavWorld, Layout, layout_field
 
 HUSKY = registry.load("robot", "husky")
 HZ = 20.0
@@ -84,6 +84,21 @@ def test_world_motion_slip_odometry_and_latency() -> None:
     assert slip.pose[0, 2] == pytest.approx(0.6 * slip.odom[0, 2], rel=1e-6)
     assert slip.odom[0, 2] > 0.3
 
+    # a centre of rotation 0.15 m behind the centre: a turn in place slides the base
+    # sideways (left for a left turn) at 0.15 x the yaw rate; odometry does not see it
+    shifted = world(cfg=EXACT.model_copy(update={"rotation_offset": (0.15, 0.15)}))
+    clear_scene(shifted, (50.0, 0.0))
+    for _ in range(5):
+        shifted.step(np.array([[0.0, 0.5]]))
+    w_z = shifted.vel[0, 1]
+    assert w_z > 0.5 and shifted.pose[0, 1] > 0.0
+    turned = shifted.pose[0, 2]
+    # the slide is an arc of radius 0.15 m about the offset centre: its chord
+    assert math.hypot(*shifted.pose[0, :2]) == pytest.approx(
+        2 * 0.15 * math.sin(turned / 2), rel=0.02
+    )
+    assert np.allclose(shifted.odom[0, :2], 0.0)
+
     late = world(cfg=EXACT.model_copy(update={"latency_steps": (2, 2)}))
     clear_scene(late, (50.0, 0.0))
     late.step(np.array([[1.0, 0.0]]))
@@ -91,6 +106,92 @@ def test_world_motion_slip_odometry_and_latency() -> None:
     assert late.vel[0, 0] == 0.0
     late.step(np.array([[1.0, 0.0]]))
     assert late.vel[0, 0] == pytest.approx(3.0 / HZ)
+
+
+def test_world_imu_heading_does_not_slip() -> None:
+    """heading "imu": the odometry's heading integrates the gyro, so a turn with a yaw gain
+    of 0.6 leaves it on the true heading (the wheels' heading is off by 0.4 of the turn);
+    standing still, a gyro bias drifts it by at most bias x time."""
+    cfg = EXACT.model_copy(
+        update={"yaw_gain": (0.6, 0.6), "heading": "imu", "gyro_bias": 0.0, "gyro_noise": 0.0}
+    )
+    w = world(cfg=cfg)
+    clear_scene(w, (50.0, 0.0))
+    for _ in range(10):
+        w.step(np.array([[0.0, 0.5]]))
+    for _ in range(20):
+        w.step(np.array([[1.0, 0.0]]))
+    assert w.pose[0, 2] > 0.2
+    np.testing.assert_allclose(w.odom[0], w.pose[0], atol=1e-9)
+    wheels = world(cfg=cfg.model_copy(update={"heading": "wheels"}))
+    clear_scene(wheels, (50.0, 0.0))
+    for _ in range(10):
+        wheels.step(np.array([[0.0, 0.5]]))
+    assert abs(wheels.odom[0, 2] - wheels.pose[0, 2]) > 0.1
+
+    biased = world(cfg=cfg.model_copy(update={"gyro_bias": 0.01}))
+    clear_scene(biased, (50.0, 0.0))
+    for _ in range(200):  # 10 s
+        biased.step(np.zeros((1, 2)))
+    drift = abs(biased.odom[0, 2] - biased.pose[0, 2])
+    assert 0.0 < drift <= 0.1 + 1e-9
+    assert drift == pytest.approx(abs(biased.gyro_bias[0]) * 10.0, rel=1e-6)
+
+
+def test_world_velocity_caps() -> None:
+    """max_speed / max_yaw_rate: an action of 1 commands the cap, and the velocity features
+    are divided by it."""
+    cfg = EXACT.model_copy(update={"max_speed": 0.5, "max_yaw_rate": 1.0})
+    w = world(cfg=cfg)
+    clear_scene(w, (50.0, 0.0))
+    for _ in range(20):
+        obs, *_ = w.step(np.array([[1.0, 0.0]]))
+    assert (w.v_max, w.w_max) == (0.5, 1.0)
+    assert w.vel[0, 0] == pytest.approx(0.5)
+    assert obs[0, SECTORS + 3] == pytest.approx(1.0)
+
+
+def cup(goal: tuple[float, float] = (6.0, 0.0)) -> Layout:
+    """A dead end around the straight line to the goal: a wall of posts across it at x = 2
+    m and two side walls back to x = 0.5 m (no gap the base fits through)."""
+    posts = [(2.0, y) for y in np.arange(-1.5, 1.6, 0.5)]
+    posts += [(x, s * 1.5) for x in (0.5, 1.0, 1.5) for s in (-1, 1)]
+    return Layout(np.array(goal), np.array(posts))
+
+
+def test_world_geodesic_progress_punishes_a_dead_end() -> None:
+    """progress "geodesic": driving into a dead end that points at the goal earns negative
+    progress (the navigation function of the true layout rises), where the straight-line
+    distance pays for it; driving out of it and round pays."""
+    rewards = {}
+    for progress in ("euclidean", "geodesic"):
+        cfg = EXACT.model_copy(
+            update={"progress": progress, "time_penalty": 0.0, "proximity_penalty": 0.0}
+        )
+        w = world(cfg=cfg)
+        layout = cup()
+        layout.field = layout_field(layout, cfg, float(w.half[1]))
+        clear_scene(w, tuple(layout.goal))
+        w.obstacles[0, : len(layout.obstacles)] = layout.obstacles
+        if progress == "geodesic":
+            w.fields[0] = layout.field
+            w.flip[0] = 1.0
+            w.phi[0] = w.potential()[0]
+        total = 0.0
+        for _ in range(24):  # ~0.9 m straight into the cup
+            _, r, term, _, _ = w.step(np.array([[0.6, 0.0]]))
+            assert not term[0]
+            total += float(r[0])
+        rewards[progress] = total
+    assert rewards["euclidean"] > 0.5
+    assert rewards["geodesic"] < -0.3
+    # the field itself: lower outside the cup's mouth than at its bottom, finite in free
+    # space, infinite on a post
+    layout = cup()
+    phi = layout_field(layout, EXACT, 0.335)
+    assert phi.at(np.array([1.5, 0.0])) > phi.at(np.array([0.0, 0.0])) + 1.0
+    assert np.isinf(phi.at(layout.obstacles[0]))
+    assert phi.at(np.array([5.5, 0.0])) < 1.0
 
 
 def test_world_outcomes_collision_success_timeout() -> None:
@@ -119,6 +220,18 @@ def test_world_outcomes_collision_success_timeout() -> None:
             break
     assert infos[0]["outcome"] == "success" and term[0] and reward[0] > 4.0
     assert infos[0]["path_length_m"] == pytest.approx(2.5, abs=0.1)
+
+    # collision_margin: the same drive ends earlier, farther from the post
+    ends = {}
+    for margin in (0.0, 0.1):
+        w = world(cfg=EXACT.model_copy(update={"collision_margin": margin}))
+        clear_scene(w)
+        w.obstacles[0, 0] = (2.0, 0.0)
+        for k in range(200):
+            if "outcome" in w.step(np.array([[0.5, 0.0]]))[4][0]:
+                ends[margin] = k
+                break
+    assert ends[0.1] < ends[0.0] - 3  # 0.1 m at 0.5 m/s: 4 steps
 
     w = world(cfg=EXACT.model_copy(update={"max_duration_s": 1.0}))
     clear_scene(w)
@@ -252,8 +365,11 @@ def test_train_export_and_serve(repo: Path, tmp_path: Path) -> None:
     cfg = load_config(repo / "configs/experiments/husky_nav_ppo.yaml")
     spec = registry.load("robot", "husky").spec(control_hz=HZ, cameras=())
     policy = OnnxPolicy(OnnxPolicyConfig(model=out / "onnx/model.onnx"), spec)
-    actor, _ = load_actor(out)
+    actor, contract = load_actor(out)
     act = numpy_actor(state_numpy(actor))
+    # the yaml bounds the planner's twist inside the robot's
+    v_max, w_max = contract["velocity_bounds"]
+    assert (v_max, w_max) == (cfg.train.world.max_speed, cfg.train.world.max_yaw_rate)
     rng = np.random.default_rng(0)
     for k in range(5):
         state = np.zeros(13, np.float32)
@@ -263,6 +379,6 @@ def test_train_export_and_serve(repo: Path, tmp_path: Path) -> None:
         twist = policy.act(
             Observation({"state": state, "env_state": env, "scan": scan}, stamp_ns=k * 50_000_000)
         )
-        f = features(scan, state[:3].astype(np.float64), env[:2], state[3:5], 1.0, 2.0)
+        f = features(scan, state[:3].astype(np.float64), env[:2], state[3:5], v_max, w_max)
         np.testing.assert_allclose(twist.actions[0], act(f[None])[0], atol=1e-5)
-    del cfg
+        assert abs(twist.actions[0][0]) <= v_max + 1e-6 and abs(twist.actions[0][1]) <= w_max + 1e-6
