@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from common import RESULTS, write_result  # noqa: E402
+from common import RESULTS, tether_eval_ros, write_result  # noqa: E402
 
 EXPERIMENT = REPO / "configs/experiments/husky_obstacle_course.yaml"
 MODEL = REPO / "models/husky_nav_planner"
@@ -95,19 +95,14 @@ def run_case(planner: str, engine: str, level: str, episodes: int, model: Path) 
 def ros_case(model: Path, engine: str, level: str, episodes: int) -> dict[str, Any]:
     """The learned planner over ROS 2 as `tether eval --ros` runs it (a process per node:
     sim bridge with its safety filter, policy server; lockstep): outcomes per seed."""
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
-            "--episodes", str(episodes), "--seed", str(SEED), "--out", tmp, "--no-video",
-            f"sim.type={engine}", "sim.cameras=[]", f"task.density={level}",
-            "task.end_on_collision=true",
-        ]  # fmt: skip
-        t0 = time.monotonic()
-        subprocess.run(cmd, check=True, capture_output=True, timeout=1800)
-        summary: dict[str, Any] = json.loads((Path(tmp) / "summary.json").read_text())
+    t0 = time.monotonic()
+    overrides = [
+        f"sim.type={engine}",
+        "sim.cameras=[]",
+        f"task.density={level}",
+        "task.end_on_collision=true",
+    ]
+    summary = tether_eval_ros(model, episodes, SEED, overrides, timeout_s=1800)
     per_seed = [{"seed": e["seed"], "outcome": e["outcome"]} for e in summary["per_episode"]]
     return {
         "engine": engine,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,3 +31,19 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), **data}, indent=2))
     print(f"wrote {path}")
     return path
+
+
+def tether_eval_ros(
+    model: Path, episodes: int, seed: int, overrides: list[str], timeout_s: float = 900
+) -> dict[str, Any]:
+    """`tether eval MODEL --ros` (a process per node, as a user runs it) on ``episodes``
+    seeds from ``seed`` with config ``overrides``, no video: its summary.json."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
+            "--episodes", str(episodes), "--seed", str(seed), "--out", tmp, "--no-video",
+            *overrides,
+        ]  # fmt: skip
+        subprocess.run(cmd, check=True, capture_output=True, timeout=timeout_s)
+        summary: dict[str, Any] = json.loads((Path(tmp) / "summary.json").read_text())
+    return summary

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from common import RESULTS, write_result  # noqa: E402
+from common import RESULTS, tether_eval_ros, write_result  # noqa: E402
 
 EXPERIMENT = REPO / "configs/experiments/swarm_orca.yaml"
 MODEL = REPO / "models/swarm_policy"
@@ -162,20 +162,12 @@ def latency(model: Path, calls: int = 2000) -> dict[str, Any]:
 
 def ros_eval(model: Path, drones: int, episodes: int, mode: str) -> dict[str, Any]:
     """`tether eval --ros` of the learned swap (a process per node, lockstep): its summary."""
-    import json
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable, "-m", "tether.cli.main", "eval", str(model), "--ros",
-            "--episodes", str(episodes), "--seed", str(SEED), "--out", tmp, "--no-video",
-            f"drones.policy_servers={mode}", "sim.cameras=[]",
-            f"sim.quadrotor.num_drones={drones}",
-        ]  # fmt: skip
-        subprocess.run(cmd, check=True, capture_output=True, timeout=900)
-        summary: dict[str, Any] = json.loads((Path(tmp) / "summary.json").read_text())
-    return summary
+    overrides = [
+        f"drones.policy_servers={mode}",
+        "sim.cameras=[]",
+        f"sim.quadrotor.num_drones={drones}",
+    ]
+    return tether_eval_ros(model, episodes, SEED, overrides)
 
 
 def ros_servers(model: Path, episodes: int = 3, drones: int = 8) -> dict[str, Any]:

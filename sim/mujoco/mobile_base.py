@@ -69,9 +69,9 @@ class MujocoMobileBase:
         mb = cfg.mobile_base
         mult = mb.wheel_separation_multiplier or desc.mujoco.separation_multiplier
         self.track = desc.track_width * mult
-        self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius)
+        gyro = dd.Gyro(mb.gyro_bias, mb.gyro_noise) if mb.odometry_heading == "imu" else None
+        self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius, gyro)
         self.limiter = dd.TwistLimiter(desc.max_linear_accel, desc.max_angular_accel)
-        self.gyro = dd.Gyro(mb.gyro_bias, mb.gyro_noise) if mb.odometry_heading == "imu" else None
         self._angles = dd.beam_angles(mb.lidar.n_beams, mb.lidar.fov_deg)
         self._noise = np.random.default_rng(0)
 
@@ -188,12 +188,8 @@ class MujocoMobileBase:
         d.time = 0.0
         pos, quat = self.body_pose(BASE_BODY)
         self.limiter.reset()
-        self.odometry.reset(float(pos[0]), float(pos[1]), dd.yaw_of(quat))
+        self.odometry.reset(float(pos[0]), float(pos[1]), dd.yaw_of(quat), seed)
         self.odometry.update(*dd.side_angles(d.qpos[self._wq], self._side), 0.0)
-        if self.gyro is not None:
-            self.gyro.reset(
-                dd.yaw_of(quat), np.random.default_rng(None if seed is None else [seed, 2])
-            )
         self._steps = 0
         return self.observe()
 
@@ -211,10 +207,10 @@ class MujocoMobileBase:
         d.ctrl[self._act] = [left if s > 0 else right for s in self._side]
         mujoco.mj_step(self.model, d, nstep=self.substeps)
         self._steps += 1
-        dyaw = None
-        if self.gyro is not None:
-            dyaw = self.gyro.delta(dd.yaw_of(self.body_pose(BASE_BODY)[1]), dt)
-        self.odometry.update(*dd.side_angles(d.qpos[self._wq], self._side), dt, dyaw)
+        true_yaw = None
+        if self.odometry.gyro is not None:
+            true_yaw = dd.yaw_of(self.body_pose(BASE_BODY)[1])
+        self.odometry.update(*dd.side_angles(d.qpos[self._wq], self._side), dt, true_yaw)
         if self._viewer is not None:
             self._viewer.sync()
         return score_step(self, self.observe(), self._max_duration)

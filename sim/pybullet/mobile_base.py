@@ -78,9 +78,9 @@ class PybulletMobileBase:
         mb = cfg.mobile_base
         mult = mb.wheel_separation_multiplier or desc.pybullet.separation_multiplier
         self.track = desc.track_width * mult
-        self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius)
+        gyro = dd.Gyro(mb.gyro_bias, mb.gyro_noise) if mb.odometry_heading == "imu" else None
+        self.odometry = dd.WheelOdometry(self.track, desc.wheel_radius, gyro)
         self.limiter = dd.TwistLimiter(desc.max_linear_accel, desc.max_angular_accel)
-        self.gyro = dd.Gyro(mb.gyro_bias, mb.gyro_noise) if mb.odometry_heading == "imu" else None
         self._side = desc.wheel_side
         self._angles = dd.beam_angles(mb.lidar.n_beams, mb.lidar.fov_deg)
         self._noise = np.random.default_rng(0)
@@ -226,12 +226,8 @@ class PybulletMobileBase:
             pb.stepSimulation(physicsClientId=cid)
         pos, quat = self.body_pose(BASE_BODY)
         self.limiter.reset()
-        self.odometry.reset(float(pos[0]), float(pos[1]), dd.yaw_of(quat))
+        self.odometry.reset(float(pos[0]), float(pos[1]), dd.yaw_of(quat), seed)
         self.odometry.update(*self._side_angles(), 0.0)
-        if self.gyro is not None:
-            self.gyro.reset(
-                dd.yaw_of(quat), np.random.default_rng(None if seed is None else [seed, 2])
-            )
         self._steps = 0
         return self.observe()
 
@@ -249,10 +245,10 @@ class PybulletMobileBase:
         for _ in range(self.substeps):
             pb.stepSimulation(physicsClientId=self._cid)
         self._steps += 1
-        dyaw = None
-        if self.gyro is not None:
-            dyaw = self.gyro.delta(dd.yaw_of(self.body_pose(BASE_BODY)[1]), dt)
-        self.odometry.update(*self._side_angles(), dt, dyaw)
+        true_yaw = None
+        if self.odometry.gyro is not None:
+            true_yaw = dd.yaw_of(self.body_pose(BASE_BODY)[1])
+        self.odometry.update(*self._side_angles(), dt, true_yaw)
         return score_step(self, self.observe(), self._max_duration)
 
     def render(self, camera: str) -> np.ndarray:

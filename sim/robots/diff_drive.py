@@ -51,26 +51,33 @@ class WheelOdometry:
     the estimate drifts from the true pose, as it does on a real skid-steer base.
 
     ``track`` (m) is the effective wheel separation (geometric track x the
-    wheel_separation_multiplier that accounts for skid-steer slip).
+    wheel_separation_multiplier that accounts for skid-steer slip); with a ``gyro`` the
+    heading is the gyro's (``Gyro``) and only the position comes from the wheels.
     """
 
-    def __init__(self, track: float, radius: float) -> None:
+    def __init__(self, track: float, radius: float, gyro: Gyro | None = None) -> None:
         self.track = track
         self.radius = radius
+        self.gyro = gyro
         self.reset()
 
-    def reset(self, x: float = 0.0, y: float = 0.0, yaw: float = 0.0) -> None:
-        """Start at pose (x m, y m, yaw rad); the next ``update`` only records the angles."""
+    def reset(
+        self, x: float = 0.0, y: float = 0.0, yaw: float = 0.0, seed: int | None = None
+    ) -> None:
+        """Start at pose (x m, y m, yaw rad); the next ``update`` only records the angles.
+        With a gyro, its new bias and noise come from ``seed``."""
         self.x, self.y, self.yaw = x, y, yaw
         self.vx, self.wz = 0.0, 0.0
         self._last: tuple[float, float] | None = None
+        if self.gyro is not None:
+            self.gyro.reset(yaw, np.random.default_rng(None if seed is None else [seed, 2]))
 
     def update(
-        self, left_angle: float, right_angle: float, dt: float, dyaw: float | None = None
+        self, left_angle: float, right_angle: float, dt: float, true_yaw: float | None = None
     ) -> None:
         """New mean encoder angles (rad) of the left and right wheels, ``dt`` s after the
-        previous ones; ``dyaw`` (rad), when given, is the heading change a gyro measured over
-        that time (``Gyro``), used instead of the wheels' (odometry fused with an IMU)."""
+        previous ones. With a gyro (odometry fused with an IMU) the heading change is the
+        gyro's, from the base's true heading ``true_yaw`` (rad), not the wheels'."""
         if self._last is None:
             self._last = (left_angle, right_angle)
             return
@@ -78,7 +85,12 @@ class WheelOdometry:
         dr = right_angle - self._last[1]
         self._last = (left_angle, right_angle)
         ds = self.radius * (dl + dr) / 2.0
-        dth = self.radius * (dr - dl) / self.track if dyaw is None else dyaw
+        if self.gyro is None:
+            dth = self.radius * (dr - dl) / self.track
+        else:
+            if true_yaw is None:
+                raise ValueError("odometry with a gyro needs the base's true heading")
+            dth = self.gyro.delta(true_yaw, dt)
         self.x += ds * math.cos(self.yaw + 0.5 * dth)
         self.y += ds * math.sin(self.yaw + 0.5 * dth)
         self.yaw = wrap_angle(self.yaw + dth)
