@@ -165,8 +165,10 @@ class BatchedNavWorld:
         self.level = np.zeros(n, np.int64)
         self.gyro_bias = np.zeros(n)
         # geodesic progress: each base's navigation function, its y sign (mirrored layouts
-        # query the unmirrored function at (x, -y)) and the potential where it stands
-        self.fields: list[Potential | None] = [None] * n
+        # query the unmirrored function at (x, -y)) and the potential where it stands; the
+        # functions live in one table (set_field), each base holds its index (-1: none)
+        self._table = _FieldTable([lay.field for pool in self.pools.values() for lay in pool])
+        self.field_id = np.full(n, -1, np.int64)
         self.flip = np.ones(n)
         self.phi = np.zeros(n)
         self.last_outcome = [""] * n
@@ -187,14 +189,16 @@ class BatchedNavWorld:
         """The navigation function (geodesic progress) at each base's true position; inf
         in a lethal cell."""
         ids = np.arange(self.n)[idx]
-        out = np.empty(len(ids))
-        for k, i in enumerate(ids):
-            field = self.fields[i]
-            if field is None:
-                out[k] = float(np.hypot(*(self.goal[i] - self.pose[i, :2])))
-            else:
-                out[k] = float(field.at(self.pose[i, :2] * (1.0, self.flip[i])))
+        fid = self.field_id[ids]
+        xy = self.pose[ids, :2] * np.stack([np.ones(len(ids)), self.flip[ids]], 1)
+        out = self._table.at(fid, xy)
+        none = fid < 0  # no field: the straight-line distance
+        out[none] = np.hypot(*(self.goal[ids[none]] - self.pose[ids[none], :2]).T)
         return out
+
+    def set_field(self, i: int, field: Potential | None) -> None:
+        """Base i's navigation function from now on (unmirrored)."""
+        self.field_id[i] = self._table.index_of(field)
 
     def _reset_one(self, i: int) -> None:
         c, rng = self.cfg, self.rng
@@ -214,7 +218,7 @@ class BatchedNavWorld:
                 self.flip[i] = -1.0
         else:
             layout = self._draw(self.tasks[level])
-        self.fields[i] = layout.field
+        self.set_field(i, layout.field)
         self.goal[i] = layout.goal
         self.obstacles[i] = PARKING[0]
         self.obstacles[i, : len(layout.obstacles)] = layout.obstacles
@@ -264,14 +268,21 @@ class BatchedNavWorld:
         against the obstacle circles, then noise and dropouts."""
         c = self.cfg
         pose = self.pose[idx]
-        ang = self.angles[None, :] + pose[:, 2:3]  # (N, B)
-        d = np.stack([np.cos(ang), np.sin(ang)], -1)  # (N, B, 2)
-        rel = self.obstacles[idx] - pose[:, None, :2]  # (N, M, 2)
-        along = np.einsum("nbk,nmk->nbm", d, rel)
-        perp2 = (rel**2).sum(-1)[:, None, :] - along**2
-        inside = OBSTACLE_RADIUS**2 - perp2
-        hit = (along > 0) & (inside > 0)
-        r = np.where(hit, along - np.sqrt(np.maximum(inside, 0.0)), c.range_max).min(-1)
+        # float32 (half the time of float64; ranges within 2e-5 m of it): each beam's
+        # direction (N, B, 1) against each obstacle's offset (N, 1, M); the perpendicular
+        # distance from the cross product (no cancellation at grazing rays)
+        ang = (self.angles[None, :] + pose[:, 2:3]).astype(np.float32)
+        rel = (self.obstacles[idx] - pose[:, None, :2]).astype(np.float32)
+        cos, sin = np.cos(ang)[:, :, None], np.sin(ang)[:, :, None]
+        rx, ry = rel[:, None, :, 0], rel[:, None, :, 1]
+        along = cos * rx + sin * ry
+        perp = cos * ry - sin * rx
+        half_chord = np.float32(OBSTACLE_RADIUS**2) - perp * perp
+        hit = (along > 0) & (half_chord > 0)
+        np.sqrt(np.maximum(half_chord, 0.0, out=half_chord), out=half_chord)
+        along -= half_chord
+        along[~hit] = c.range_max
+        r = along.min(-1).astype(np.float64)
         r = r + self.rng.standard_normal(r.shape) * self.noise[idx, None]
         r = np.where(self.rng.random(r.shape) < self.dropout[idx, None], c.range_max, r)
         return np.clip(r, c.range_min, c.range_max)
@@ -366,6 +377,62 @@ class BatchedNavWorld:
         if done.any():  # the restarted bases' first observations
             obs[done] = self.observe(done)
         return obs, reward.astype(np.float32), terminated, timeout, infos
+
+
+class _FieldTable:
+    """The pools' navigation functions in one flat array, so that the potential of every
+    base is one gather (a Python loop over the bases took about a quarter of a step)."""
+
+    def __init__(self, fields: list[Potential | None]) -> None:
+        self._ids: dict[int, int] = {}
+        self._keep: list[Potential] = []  # the ids stay valid while the fields live
+        self.offset = np.zeros(0, np.int64)
+        self.h = np.zeros(0, np.int64)
+        self.w = np.zeros(0, np.int64)
+        self.origin = np.zeros((0, 2))
+        self.res = np.zeros(0)
+        self.values = np.zeros(0)
+        self._add(list({id(f): f for f in fields if f is not None}.values()))
+
+    def _add(self, fields: list[Potential]) -> None:
+        if not fields:
+            return
+        for f in fields:
+            self._ids[id(f)] = len(self._keep)
+            self._keep.append(f)
+        shapes = np.array([f.values.shape for f in fields], np.int64)
+        starts = len(self.values) + np.concatenate([[0], np.cumsum(shapes.prod(axis=1))[:-1]])
+        self.offset = np.concatenate([self.offset, starts.astype(np.int64)])
+        self.h = np.concatenate([self.h, shapes[:, 0]])
+        self.w = np.concatenate([self.w, shapes[:, 1]])
+        self.origin = np.vstack([self.origin, [f.origin for f in fields]])
+        self.res = np.concatenate([self.res, [f.res for f in fields]])
+        self.values = np.concatenate([self.values, *(f.values.ravel() for f in fields)])
+
+    def index_of(self, field: Potential | None) -> int:
+        """The field's index (added if new: a layout drawn after the pools); -1 for None."""
+        if field is None:
+            return -1
+        if id(field) not in self._ids:
+            self._add([field])
+        return self._ids[id(field)]
+
+    def at(self, fid: np.ndarray, xy: np.ndarray) -> np.ndarray:
+        """The potential of fields ``fid`` (K,) at points (K, 2), as Potential.at (nearest
+        cell, inf off the grid); nan where fid < 0 (the caller fills those)."""
+        out = np.full(len(fid), np.nan)
+        ok = fid >= 0
+        if not ok.any():
+            return out
+        f = fid[ok]
+        rel = (xy[ok] - self.origin[f]) / self.res[f, None]
+        j = np.floor(rel[:, 0]).astype(np.int64)
+        i = np.floor(rel[:, 1]).astype(np.int64)
+        h, w = self.h[f], self.w[f]
+        inside = (i >= 0) & (i < h) & (j >= 0) & (j < w)
+        flat = self.offset[f] + np.clip(i, 0, h - 1) * w + np.clip(j, 0, w - 1)
+        out[ok] = np.where(inside, self.values[flat], np.inf)
+        return out
 
 
 def _integrate(pose: np.ndarray, v: np.ndarray, w: np.ndarray, dt: float) -> np.ndarray:

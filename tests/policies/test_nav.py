@@ -174,7 +174,7 @@ def test_world_geodesic_progress_punishes_a_dead_end() -> None:
         clear_scene(w, tuple(layout.goal))
         w.obstacles[0, : len(layout.obstacles)] = layout.obstacles
         if progress == "geodesic":
-            w.fields[0] = layout.field
+            w.set_field(0, layout.field)
             w.flip[0] = 1.0
             w.phi[0] = w.potential()[0]
         total = 0.0
@@ -192,6 +192,32 @@ def test_world_geodesic_progress_punishes_a_dead_end() -> None:
     assert phi.at(np.array([1.5, 0.0])) > phi.at(np.array([0.0, 0.0])) + 1.0
     assert np.isinf(phi.at(layout.obstacles[0]))
     assert phi.at(np.array([5.5, 0.0])) < 1.0
+
+
+def test_world_potential_table_matches_each_field() -> None:
+    """The batched lookup of every base's navigation function (one flat table) gives what
+    each layout's own Potential gives, on mirrored layouts too, through resets; and a field
+    set after the pools joins the table."""
+    cfg = NavWorldConfig(progress="geodesic", layout_pool=3)
+    w = world(n=24, cfg=cfg, seed=3)
+    rng = np.random.default_rng(0)
+    own = {id(lay.field): lay.field for pool in w.pools.values() for lay in pool}
+    by_index = {w._table.index_of(f): f for f in own.values()}
+    flips = set()
+    for _ in range(120):
+        a = rng.uniform(-1.0, 1.0, (w.n, 2))
+        a[:, 0] = np.abs(a[:, 0])
+        w.step(a)
+        flips.update(w.flip.tolist())
+        want = [
+            by_index[int(f)].at(w.pose[i, :2] * (1.0, w.flip[i])) for i, f in enumerate(w.field_id)
+        ]
+        np.testing.assert_array_equal(w.potential(), np.array(want, np.float64))
+    assert flips == {1.0, -1.0} and np.isfinite(w.potential()).any()
+    layout = w.pools["dense"][0]
+    extra = layout_field(Layout(layout.goal * 0.5, layout.obstacles), cfg, float(w.half[1]))
+    w.set_field(0, extra)
+    assert float(w.potential(np.array([0]))[0]) == float(extra.at(w.pose[0, :2] * (1.0, w.flip[0])))
 
 
 def test_world_outcomes_collision_success_timeout() -> None:
