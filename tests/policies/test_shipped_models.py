@@ -145,7 +145,9 @@ def test_onnxruntime_matches_the_reference_evaluator(model: Path) -> None:
         tol = 1e-6 * np.maximum(1.0, np.abs(high))
         assert np.all(got >= low - tol) and np.all(got <= high + tol), (seed, got)
         outputs.append(got)
-    assert not np.allclose(outputs[0], outputs[1])  # the inputs matter
+    # the inputs matter (random inputs may saturate a policy's output on two of them: the
+    # planner's reverse-and-turn on nonsense scans)
+    assert any(not np.allclose(outputs[0], o) for o in outputs[1:])
 
 
 @pytest.mark.mujoco
