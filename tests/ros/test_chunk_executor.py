@@ -67,11 +67,28 @@ def test_executes_requested_chunks_through_the_safety_filter(repo) -> None:
     with ros_context() as ctx:
         node, ex, state_pub, state, got, target = _setup(ctx, repo, answer=True)
         assert spin_until(ex, lambda: state_pub.publish(state) or node.measured is not None)
-        assert spin_until(ex, lambda: len(got["cmd"]) >= 30 and len(got["cadence"]) >= 1)
+
+        def positions() -> list[np.ndarray]:
+            return [np.array(m.points[0].positions) for m in got["cmd"]]
+
+        def follows(q: np.ndarray) -> bool:
+            return bool(np.allclose(q[:7], target[:7], atol=1e-5))
+
+        assert spin_until(
+            ex,
+            lambda: (
+                len(got["cmd"]) >= 30
+                and len(got["cadence"]) >= 1
+                and any(follows(q) for q in positions())
+            ),
+        )
         assert got["req"], "the executor never asked for a chunk"
-        last = np.array(got["cmd"][-1].points[0].positions)
-        np.testing.assert_allclose(last[:7], target[:7], atol=1e-5)
-        assert last[7] == pytest.approx(0.04)
+        # every command is the chunk's row (through the filter) or, where a chunk came late
+        # on a loaded machine, the watchdog's hold where the arm is: nothing else
+        followed = [q for q in positions() if follows(q)]
+        for q in positions():
+            assert follows(q) or np.allclose(q, Q0[:8], atol=1e-5), q
+        assert all(q[7] == pytest.approx(0.04) for q in followed)  # the finger clamped
         # each tick's rows are in force from a period before the executor's clock (the first
         # row's stamp + a period) to a period after it: a bridge stepping a period ahead of
         # the executor's /clock still finds its row (chunked_500hz in benchmarks/ros_loop.py)
