@@ -51,7 +51,9 @@ def policy_overrides(planner: str, model: Path) -> list[str]:
     return [f"policy.type={planner}"]
 
 
-def run_case(planner: str, engine: str, level: str, episodes: int, model: Path) -> dict[str, Any]:
+def run_case(
+    planner: str, engine: str, level: str, episodes: int, model: Path, seed: int = SEED
+) -> dict[str, Any]:
     from tether.core.config import load_config
     from tether.core.experiment import build_policy
     from tether.policies.nav.evaluate import outcome_summary
@@ -65,7 +67,7 @@ def run_case(planner: str, engine: str, level: str, episodes: int, model: Path) 
             "sim.cameras=[]",
             f"task.density={level}",
             "task.end_on_collision=true",
-            f"episodes.seed={SEED}",
+            f"episodes.seed={seed}",
             *policy_overrides(planner, model),
         ],
     )
@@ -92,7 +94,9 @@ def run_case(planner: str, engine: str, level: str, episodes: int, model: Path) 
     return out
 
 
-def ros_case(model: Path, engine: str, level: str, episodes: int) -> dict[str, Any]:
+def ros_case(
+    model: Path, engine: str, level: str, episodes: int, seed: int = SEED
+) -> dict[str, Any]:
     """The learned planner over ROS 2 as `tether eval --ros` runs it (a process per node:
     sim bridge with its safety filter, policy server; lockstep): outcomes per seed."""
     t0 = time.monotonic()
@@ -102,7 +106,7 @@ def ros_case(model: Path, engine: str, level: str, episodes: int) -> dict[str, A
         f"task.density={level}",
         "task.end_on_collision=true",
     ]
-    summary = tether_eval_ros(model, episodes, SEED, overrides, timeout_s=1800)
+    summary = tether_eval_ros(model, episodes, seed, overrides, timeout_s=1800)
     per_seed = [{"seed": e["seed"], "outcome": e["outcome"]} for e in summary["per_episode"]]
     return {
         "engine": engine,
@@ -185,6 +189,19 @@ def main() -> int:
         help="also run the learned planner over ROS 2 on N medium seeds per engine",
     )
     ap.add_argument(
+        "--seed",
+        type=int,
+        default=SEED,
+        help="the first seed (the benchmark's 1000; other seeds to compare candidates "
+        "without looking at the benchmark's, with --out)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the folder for base_planner.json and .png (default benchmarks/results)",
+    )
+    ap.add_argument(
         "--merge",
         action="store_true",
         help="keep the existing result's cases of other planners and engines (same episodes)",
@@ -192,17 +209,21 @@ def main() -> int:
     args = ap.parse_args()
     cases = []
     previous: dict[str, Any] = {}
-    path = RESULTS / "base_planner.json"
+    path = args.out / "base_planner.json"
+    seeds = [args.seed, args.seed + args.episodes - 1]
     if args.merge and path.is_file():
         previous = json.loads(path.read_text())
-        if previous.get("episodes") != args.episodes:
-            ap.error(f"--merge: {path} has {previous.get('episodes')} episodes per case")
+        if previous.get("episodes") != args.episodes or previous.get("seeds") != seeds:
+            ap.error(
+                f"--merge: {path} has seeds {previous.get('seeds')}, "
+                f"{previous.get('episodes')} episodes per case; this run {seeds}"
+            )
         rerun = {(p, e) for p in args.planners for e in args.engines}
         cases = [c for c in previous["cases"] if (c["planner"], c["engine"]) not in rerun]
     for engine in args.engines:
         for level in LEVELS:
             for planner in args.planners:
-                case = run_case(planner, engine, level, args.episodes, args.model)
+                case = run_case(planner, engine, level, args.episodes, args.model, args.seed)
                 case.update(planner=planner, engine=engine, level=level)
                 print(
                     f"{engine:8s} {level:6s} {planner:11s} success {case['success_rate']:.0%} "
@@ -214,13 +235,13 @@ def main() -> int:
     data: dict[str, Any] = {
         "how": "python benchmarks/base_planner.py: run_local_episode on "
         "configs/experiments/husky_obstacle_course.yaml with task.density, "
-        "task.end_on_collision=true, seeds from 1000",
+        f"task.end_on_collision=true, seeds from {args.seed}",
         "episodes": args.episodes,
-        "seeds": [SEED, SEED + args.episodes - 1],
+        "seeds": seeds,
         "cases": cases,
     }
     if args.ros:
-        data["ros"] = [ros_case(args.model, e, "medium", args.ros) for e in args.engines]
+        data["ros"] = [ros_case(args.model, e, "medium", args.ros, args.seed) for e in args.engines]
         for r in data["ros"]:
             print(f"ROS 2 {r['engine']} medium: {r['successes']}/{r['episodes']}", flush=True)
     elif "ros" in previous and "learned" not in args.planners:
@@ -229,7 +250,11 @@ def main() -> int:
         data["learned"] = previous["learned"]
     if "learned" in args.planners:
         data["learned"] = {
-            "model": str(args.model.relative_to(REPO)),
+            "model": str(
+                args.model.resolve().relative_to(REPO)
+                if args.model.resolve().is_relative_to(REPO)
+                else args.model
+            ),
             "latency_ms": latency(args.model),
         }
         train = args.model / "train.json"
@@ -238,8 +263,8 @@ def main() -> int:
             data["learned"]["training"] = {
                 k: t[k] for k in ("env_steps", "wall_s", "engine") if k in t
             }
-    write_result("base_planner", data)
-    plot(cases, RESULTS / "base_planner.png")
+    write_result("base_planner", data, args.out)
+    plot(cases, args.out / "base_planner.png")
     return 0
 
 

@@ -25,9 +25,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_result(name: str, data: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_result(name: str, data: dict[str, Any], results: Path = RESULTS) -> Path:
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{name}.json"
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), **data}, indent=2))
     print(f"wrote {path}")
     return path
