@@ -32,7 +32,7 @@ import numpy as np
 from tether.core.robot_kinds import MobileBaseDescription
 from tether.sim.base_scene import OBSTACLE_RADIUS, PARKING
 from tether.sim.config_nav_world import NavWorldConfig
-from tether.sim.experts.navfn import Potential, potential
+from tether.sim.experts.navfn import Potential, grid_cells, potential
 from tether.sim.nav_features import FEATURES, GOAL_CAP, RANGE_CAP, SECTORS, features
 from tether.sim.robots.diff_drive import beam_angles, yaw_quat
 from tether.sim.tasks.config_base_tasks import GoToGoalConfig, ObstacleCourseConfig
@@ -166,9 +166,11 @@ class BatchedNavWorld:
         self.gyro_bias = np.zeros(n)
         # geodesic progress: each base's navigation function, its y sign (mirrored layouts
         # query the unmirrored function at (x, -y)) and the potential where it stands; the
-        # functions live in one table (set_field), each base holds its index (-1: none)
+        # pools' functions live in one table, each base holds its index (-1: none; OTHER: a
+        # function outside the pools, in _other)
         self._table = _FieldTable([lay.field for pool in self.pools.values() for lay in pool])
         self.field_id = np.full(n, -1, np.int64)
+        self._other: dict[int, Potential] = {}
         self.flip = np.ones(n)
         self.phi = np.zeros(n)
         self.last_outcome = [""] * n
@@ -192,13 +194,19 @@ class BatchedNavWorld:
         fid = self.field_id[ids]
         xy = self.pose[ids, :2] * np.stack([np.ones(len(ids)), self.flip[ids]], 1)
         out = self._table.at(fid, xy)
-        none = fid < 0  # no field: the straight-line distance
+        none = fid == -1  # no field: the straight-line distance
         out[none] = np.hypot(*(self.goal[ids[none]] - self.pose[ids[none], :2]).T)
+        for k in np.flatnonzero(fid == OTHER):  # drawn at a reset (layout_pool 0), or set
+            out[k] = float(self._other[int(ids[k])].at(xy[k]))
         return out
 
     def set_field(self, i: int, field: Potential | None) -> None:
         """Base i's navigation function from now on (unmirrored)."""
+        self._other.pop(i, None)
         self.field_id[i] = self._table.index_of(field)
+        if field is not None and self.field_id[i] < 0:
+            self.field_id[i] = OTHER
+            self._other[i] = field
 
     def _reset_one(self, i: int) -> None:
         c, rng = self.cfg, self.rng
@@ -379,43 +387,30 @@ class BatchedNavWorld:
         return obs, reward.astype(np.float32), terminated, timeout, infos
 
 
+# field_id of a base whose navigation function is not in the pools' table
+OTHER = -2
+
+
 class _FieldTable:
     """The pools' navigation functions in one flat array, so that the potential of every
-    base is one gather (a Python loop over the bases took about a quarter of a step)."""
+    base is one gather (a Python loop over the bases took about a quarter of a step).
+    Built once: a function from outside the pools is not added (index -1)."""
 
     def __init__(self, fields: list[Potential | None]) -> None:
-        self._ids: dict[int, int] = {}
-        self._keep: list[Potential] = []  # the ids stay valid while the fields live
-        self.offset = np.zeros(0, np.int64)
-        self.h = np.zeros(0, np.int64)
-        self.w = np.zeros(0, np.int64)
-        self.origin = np.zeros((0, 2))
-        self.res = np.zeros(0)
-        self.values = np.zeros(0)
-        self._add(list({id(f): f for f in fields if f is not None}.values()))
-
-    def _add(self, fields: list[Potential]) -> None:
-        if not fields:
-            return
-        for f in fields:
-            self._ids[id(f)] = len(self._keep)
-            self._keep.append(f)
-        shapes = np.array([f.values.shape for f in fields], np.int64)
-        starts = len(self.values) + np.concatenate([[0], np.cumsum(shapes.prod(axis=1))[:-1]])
-        self.offset = np.concatenate([self.offset, starts.astype(np.int64)])
-        self.h = np.concatenate([self.h, shapes[:, 0]])
-        self.w = np.concatenate([self.w, shapes[:, 1]])
-        self.origin = np.vstack([self.origin, [f.origin for f in fields]])
-        self.res = np.concatenate([self.res, [f.res for f in fields]])
-        self.values = np.concatenate([self.values, *(f.values.ravel() for f in fields)])
+        known = list({id(f): f for f in fields if f is not None}.values())
+        self._ids = {id(f): k for k, f in enumerate(known)}
+        self._keep = known  # the ids stay valid while the fields live
+        shapes = np.array([f.values.shape for f in known], np.int64).reshape(-1, 2)
+        sizes = shapes.prod(axis=1)
+        self.offset = (np.cumsum(sizes) - sizes).astype(np.int64)
+        self.h, self.w = shapes[:, 0], shapes[:, 1]
+        self.origin = np.array([f.origin for f in known], np.float64).reshape(-1, 2)
+        self.res = np.array([f.res for f in known], np.float64)
+        self.values = np.concatenate([np.zeros(0), *(f.values.ravel() for f in known)])
 
     def index_of(self, field: Potential | None) -> int:
-        """The field's index (added if new: a layout drawn after the pools); -1 for None."""
-        if field is None:
-            return -1
-        if id(field) not in self._ids:
-            self._add([field])
-        return self._ids[id(field)]
+        """The field's index; -1 for None or a field outside the table."""
+        return -1 if field is None else self._ids.get(id(field), -1)
 
     def at(self, fid: np.ndarray, xy: np.ndarray) -> np.ndarray:
         """The potential of fields ``fid`` (K,) at points (K, 2), as Potential.at (nearest
@@ -425,13 +420,8 @@ class _FieldTable:
         if not ok.any():
             return out
         f = fid[ok]
-        rel = (xy[ok] - self.origin[f]) / self.res[f, None]
-        j = np.floor(rel[:, 0]).astype(np.int64)
-        i = np.floor(rel[:, 1]).astype(np.int64)
-        h, w = self.h[f], self.w[f]
-        inside = (i >= 0) & (i < h) & (j >= 0) & (j < w)
-        flat = self.offset[f] + np.clip(i, 0, h - 1) * w + np.clip(j, 0, w - 1)
-        out[ok] = np.where(inside, self.values[flat], np.inf)
+        i, j, inside = grid_cells(xy[ok], self.origin[f], self.res[f], self.h[f], self.w[f])
+        out[ok] = np.where(inside, self.values[self.offset[f] + i * self.w[f] + j], np.inf)
         return out
 
 

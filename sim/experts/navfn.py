@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,18 @@ class ObstacleMap:
         return self._points
 
 
+def grid_cells(
+    xy: np.ndarray, origin: np.ndarray, res: Any, h: Any, w: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row and column (clipped to the grid) of points (..., 2) on grids of ``h`` x ``w``
+    cells of ``res`` m from ``origin`` (..., 2), and whether each point lies on its grid.
+    One grid, or one per point (origin (K, 2), res, h and w (K,))."""
+    j = np.floor((xy[..., 0] - origin[..., 0]) / res).astype(np.int64)
+    i = np.floor((xy[..., 1] - origin[..., 1]) / res).astype(np.int64)
+    inside = (i >= 0) & (i < h) & (j >= 0) & (j < w)
+    return np.clip(i, 0, h - 1), np.clip(j, 0, w - 1), inside
+
+
 @dataclass
 class Potential:
     """Cost-to-goal (m, cost-weighted) on a grid: ``values[i, j]`` at x = origin[0] + (j +
@@ -66,11 +79,7 @@ class Potential:
 
     def index(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Row and column of points (..., 2), and whether they lie on the grid."""
-        j = np.floor((xy[..., 0] - self.origin[0]) / self.res).astype(np.int64)
-        i = np.floor((xy[..., 1] - self.origin[1]) / self.res).astype(np.int64)
-        h, w = self.values.shape
-        inside = (i >= 0) & (i < h) & (j >= 0) & (j < w)
-        return np.clip(i, 0, h - 1), np.clip(j, 0, w - 1), inside
+        return grid_cells(xy, self.origin, self.res, *self.values.shape)
 
     def at(self, xy: np.ndarray) -> np.ndarray:
         """The potential at points (..., 2) (nearest cell; inf off the grid)."""

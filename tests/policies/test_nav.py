@@ -197,7 +197,7 @@ def test_world_geodesic_progress_punishes_a_dead_end() -> None:
 def test_world_potential_table_matches_each_field() -> None:
     """The batched lookup of every base's navigation function (one flat table) gives what
     each layout's own Potential gives, on mirrored layouts too, through resets; and a field
-    set after the pools joins the table."""
+    set after the pools is the one used."""
     cfg = NavWorldConfig(progress="geodesic", layout_pool=3)
     w = world(n=24, cfg=cfg, seed=3)
     rng = np.random.default_rng(0)
