@@ -11,11 +11,16 @@ In one run, on seeds no training used (1000 on; the demonstrations are seeds 0-2
   sub-task with a fixed instruction (what `tether demo --instruction` does);
 - latency with one onnxruntime thread: one chunk with both images (p50 / p99), and the text
   encoder once per new instruction;
-- the training run's wall clock (the model folder's train.json).
+- the training run's wall clock (the model folder's train.json);
+- the VLA as the frozen base of a residual fine-tuned on push (`tether finetune
+  configs/experiments/panda_multitask_vla_residual.yaml`, shipped as
+  models/panda_multitask_vla_residual): base alone and base + residual on the same seeds,
+  in process and over ROS 2, and the residual's training run (its train.json).
 
-Writes benchmarks/results/vla.json.
+Writes benchmarks/results/vla.json (``--finetune-only``: the fine-tuning part alone, merged
+into the existing file).
 
-    python benchmarks/vla.py [--episodes N] [--ros-episodes N] [--follow N]
+    python benchmarks/vla.py [--episodes N] [--ros-episodes N] [--follow N] [--finetune-only]
 """
 
 from __future__ import annotations
@@ -40,17 +45,20 @@ from tether.policies.evaluation import evaluate_model  # noqa: E402
 
 SEED = 1000
 MODEL = REPO / "models" / "panda_multitask_vla"
+RESIDUAL = REPO / "models" / "panda_multitask_vla_residual"
 SUBTASKS = ("lift_red", "lift_blue", "push_green", "place_blue")
 FOLLOW = ("lift the red cube", "lift the blue cube")
 
 
-def evaluate(episodes: int, overrides: list[str], ros: bool = False) -> dict[str, Any]:
+def evaluate(
+    episodes: int, overrides: list[str], ros: bool = False, model: Path = MODEL
+) -> dict[str, Any]:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
         opts = EvalOptions(
             episodes=episodes, seed=SEED, out=Path(out), video=False, ros=ros, overrides=overrides
         )
-        summary = evaluate_model(MODEL, opts)
+        summary = evaluate_model(model, opts)
     per = summary["per_episode"]
     return {
         "overrides": overrides,
@@ -111,12 +119,42 @@ def text_latency(reps: int = 50) -> dict[str, float]:
     }
 
 
+def finetune(episodes: int, ros_episodes: int) -> dict[str, Any] | None:
+    """The shipped VLA + residual against the VLA alone on the fine-tuned sub-task (training
+    phrasings, the same seeds); None when the residual is not shipped."""
+    if not (RESIDUAL / "model.json").is_file():
+        print(f"no {RESIDUAL.relative_to(REPO)}: the fine-tuning part is skipped", flush=True)
+        return None
+    meta = json.loads((RESIDUAL / "model.json").read_text())
+    (sub,) = meta["experiment"]["task"]["subtasks"]  # the sub-task it was fine-tuned on
+    ov = [f"task.subtasks=[{sub}]", "task.phrasing=train"]
+    out: dict[str, Any] = {"subtask": sub, "model": str(RESIDUAL.relative_to(REPO))}
+    for name, model in (("base", MODEL), ("base_plus_residual", RESIDUAL)):
+        out[name] = evaluate(episodes, ov, model=model)
+        print(f"{sub}, {name}: {out[name]['successes']}/{episodes}", flush=True)
+    if ros_episodes:
+        out["ros2"] = evaluate(ros_episodes, ov, True, model=RESIDUAL)
+        print(f"{sub}, base + residual over ROS 2: {out['ros2']['successes']}", flush=True)
+    out["training"] = meta.get("result")  # the fine-tuning run's summary (tether finetune)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--episodes", type=int, default=50, help="in-process episodes per case")
     ap.add_argument("--ros-episodes", type=int, default=5, help="episodes per sub-task over ROS 2")
     ap.add_argument("--follow", type=int, default=20, help="scenes of the instruction check")
+    ap.add_argument(
+        "--finetune-only", action="store_true", help="only the fine-tuning part, merged"
+    )
     args = ap.parse_args()
+    if args.finetune_only:
+        path = REPO / "benchmarks" / "results" / "vla.json"
+        data = json.loads(path.read_text())
+        data.pop("benchmark", None), data.pop("machine", None)
+        data["finetune"] = finetune(args.episodes, args.ros_episodes)
+        write_result("vla", data)
+        return 0
     cases = []
     for phrasing in ("train", "heldout"):
         for sub in SUBTASKS:
@@ -167,6 +205,7 @@ def main() -> int:
                 k: train.get(k)
                 for k in ("steps", "batch_size", "train_s", "episodes", "samples", "parameters")
             },
+            "finetune": finetune(args.episodes, args.ros_episodes),
         },
     )
     return 0

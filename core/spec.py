@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 import numpy as np
@@ -117,3 +118,19 @@ class RobotSpec(BaseModel):
                 return cam
         known = ", ".join(c.name for c in self.cameras) or "none"
         raise KeyError(f"robot '{self.name}' has no camera '{name}' (cameras: {known})")
+
+
+def cameras_due(
+    cameras: Iterable[CameraSpec], stamp_ns: int, next_ns: dict[str, int]
+) -> list[CameraSpec]:
+    """Cameras whose next frame (at their fps, in sim time) is due at ``stamp_ns``; advances
+    each due camera's entry of ``next_ns`` (ns, by name; a missing entry is due at once) to
+    its first frame time after ``stamp_ns``."""
+    due = []
+    for cam in cameras:
+        nxt = next_ns.get(cam.name, 0)
+        if stamp_ns >= nxt:
+            due.append(cam)
+            period = round(1e9 / cam.fps)
+            next_ns[cam.name] = nxt + period * max(1, (stamp_ns - nxt) // period + 1)
+    return due

@@ -6,7 +6,6 @@ the two differ only in how observations and chunks travel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -17,28 +16,12 @@ from tether.core.errors import ConfigError, InvalidCommand, StaleCommand
 from tether.core.experiment import build_task, max_episode_steps, workspace_fk
 from tether.core.protocols import SimBackend
 from tether.core.safety import SafetyFilter
-from tether.core.spec import CameraSpec, RobotSpec
+from tether.core.spec import CameraSpec, RobotSpec, cameras_due
 from tether.core.timing import LatencyTracker, now_ns
 from tether.core.types import ActionChunk, Observation, StepResult
 
 # state layout of a mobile base whose geofence the safety filter checks (husky_spec)
 ODOM_POSE = ("odom_x", "odom_y", "odom_yaw")
-
-
-def cameras_due(
-    cameras: Iterable[CameraSpec], stamp_ns: int, next_ns: dict[str, int]
-) -> list[CameraSpec]:
-    """Cameras whose next frame (at their fps, in sim time) is due at ``stamp_ns``; advances
-    each due camera's entry of ``next_ns`` (ns, by name; a missing entry is due at once) to
-    its first frame time after ``stamp_ns``."""
-    due = []
-    for cam in cameras:
-        nxt = next_ns.get(cam.name, 0)
-        if stamp_ns >= nxt:
-            due.append(cam)
-            period = round(1e9 / cam.fps)
-            next_ns[cam.name] = nxt + period * max(1, (stamp_ns - nxt) // period + 1)
-    return due
 
 
 class Perturbation:

@@ -33,14 +33,19 @@ class BaseExecutor:
         self.chunk: ActionChunk | None = None
         # chunks the base was asked for since the start (not reset)
         self.queries = 0
+        # a base that observes cameras (a VLA) gets them; others get the arrays only
+        keys = base.contract.get("observation_keys", [])
+        self._images = any(str(k).startswith(IMAGE_PREFIX) for k in keys)
 
     def reset(self) -> None:
         self.base.reset()
         self.chunk = None
 
     def row(self, obs: Observation) -> np.ndarray:
-        data = {k: obs[k] for k in obs if not k.startswith(IMAGE_PREFIX)}
-        seen = Observation(data, stamp_ns=obs.stamp_ns, instruction=obs.instruction)
+        seen = obs
+        if not self._images:
+            data = {k: obs[k] for k in obs if not k.startswith(IMAGE_PREFIX)}
+            seen = Observation(data, stamp_ns=obs.stamp_ns, instruction=obs.instruction)
         row = None
         if self.replan == "chunk_end" and self.chunk is not None:
             row = self.chunk.action_at(obs.stamp_ns)

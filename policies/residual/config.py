@@ -116,6 +116,16 @@ class GRPOConfig(BaseModel):
     # deterministic mean), and what differs in their outcomes comes from that window alone
     # (TRPO's "vine" rollouts without restoring simulator states). None: every step explores
     explore_window: int | None = Field(None, ge=1)
+    # exploration gated by a success predictor (grpo.py, SuccessGate): a small network
+    # trained on every finished episode predicts, from a decision's observation, whether
+    # the episode will succeed; the noise's std is scaled by 1 - that prediction, never
+    # below explore_gate_floor. States from which the residual's mean already succeeds get
+    # almost no noise (on a 1 mm task any noise costs the base its successes, docs/
+    # residual_rl.md), states heading for a failure get all of it. The predictor learns
+    # from one episode per group that runs the mean throughout. None: off
+    explore_gate_floor: float | None = Field(None, ge=0, le=1)
+    # with the gate: episodes (one per seed, the mean only) before any exploration
+    gate_warmup_episodes: int = Field(64, ge=0)
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
     # turns one group's chance difference into a full-size update (Dr. GRPO)
@@ -161,6 +171,10 @@ class FinetuneConfig(ComponentConfig):
     tcp_scale: tuple[PositiveFloat, PositiveFloat] = (0.01, 0.05)
     # tcp: damping of the least-squares map (bounds the joint motion near a singularity)
     tcp_damping: float = Field(0.05, gt=0)
+    # what the residual observes (arrays of the observation, flattened in this order);
+    # None: the base contract's keys without its cameras. A base that sees images (a VLA)
+    # still gets them and its instruction; the residual takes state keys only
+    observation_keys: list[str] | None = None
     hidden: list[int] = Field(default_factory=lambda: [256, 256], min_length=1)
     activation: Literal["relu", "tanh"] = "relu"
     # std of the residual's last layer at init (0: base + residual == base exactly)

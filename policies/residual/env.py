@@ -41,7 +41,7 @@ from tether.core.errors import ConfigError
 from tether.core.experiment import build_task, max_episode_steps, workspace_fk
 from tether.core.protocols import Policy
 from tether.core.safety import SafetyFilter
-from tether.core.spec import RobotSpec
+from tether.core.spec import RobotSpec, cameras_due
 from tether.core.types import IMAGE_PREFIX, Observation
 from tether.policies.residual.base_executor import BaseExecutor
 from tether.policies.residual.config import FinetuneConfig
@@ -63,16 +63,24 @@ def build_base(cfg: ExperimentConfig, fcfg: FinetuneConfig, spec: RobotSpec) -> 
     return built
 
 
-def observation_keys(base: Policy) -> list[str]:
-    """The base contract's observation keys the residual sees (state-only for now)."""
-    keys = list(base.contract.get("observation_keys", ["state"]))
-    images = [k for k in keys if k.startswith(IMAGE_PREFIX)]
+def observation_keys(base: Policy, keys: list[str] | None = None) -> list[str]:
+    """What the residual sees: ``keys`` (``finetune.observation_keys``), else the base
+    contract's observation keys without its cameras. The base sees all of its own keys,
+    images and instruction included (a VLA base); the residual takes arrays only."""
+    base_keys = list(base.contract.get("observation_keys", ["state"]))
+    chosen = list(keys) if keys else [k for k in base_keys if not k.startswith(IMAGE_PREFIX)]
+    images = [k for k in chosen if k.startswith(IMAGE_PREFIX)]
     if images:
         raise ConfigError(
-            f"finetune: the base observes images ({', '.join(images)}); the residual takes "
-            "state observations only so far"
+            f"finetune.observation_keys: {', '.join(images)} are images; the residual takes "
+            "state observations only so far (the base still sees its cameras)"
         )
-    return keys
+    if not chosen:
+        raise ConfigError(
+            "finetune: the base observes only images; name the residual's inputs in "
+            "finetune.observation_keys (e.g. [state, env_state])"
+        )
+    return chosen
 
 
 class ResidualEnv(gym.Env):  # type: ignore[misc]
@@ -97,7 +105,21 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         self.backend = registry.build("sim", cfg.sim, robot=cfg.robot, task=self.task)
         self.robot_spec = self.backend.spec
         self.base = build_base(cfg, fcfg, self.robot_spec)
-        self.keys = observation_keys(self.base)
+        self.keys = observation_keys(self.base, fcfg.observation_keys)
+        # the cameras the base observes, rendered at their fps in sim time as the
+        # in-process loop renders them (the base sees the latest frame of each)
+        base_keys = set(self.base.contract.get("observation_keys", []))
+        self.cameras = [c for c in self.robot_spec.cameras if IMAGE_PREFIX + c.name in base_keys]
+        missing = {k for k in base_keys if k.startswith(IMAGE_PREFIX)} - {
+            IMAGE_PREFIX + c.name for c in self.cameras
+        }
+        if missing:
+            raise ConfigError(
+                f"finetune: the base observes {', '.join(sorted(missing))}, which the "
+                "experiment's sim.cameras do not render"
+            )
+        self._images: dict[str, np.ndarray] = {}
+        self._camera_next: dict[str, int] = {}
         fk = workspace_fk(self.robot_spec) if cfg.safety.workspace is not None else None
         self.safety = SafetyFilter(self.robot_spec, cfg.safety, fk=fk)
         self.max_steps = max_episode_steps(cfg)
@@ -146,7 +168,16 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
     def _base_step(self) -> None:
         """The base's action for now (base_executor), plus the known offset if any."""
         # float32 as every chunk row (the sum is the row a biased base's chunk would hold)
-        self.base_action = self.executor.row(self.obs) + self.offset
+        self.base_action = self.executor.row(self._seen()) + self.offset
+
+    def _seen(self) -> Observation:
+        """The latest observation with the latest frame of each camera the base observes."""
+        if not self.cameras:
+            return self.obs
+        for cam in cameras_due(self.cameras, self.obs.stamp_ns, self._camera_next):
+            self._images[IMAGE_PREFIX + cam.name] = self.backend.render(cam.name)
+        data = {**{k: self.obs[k] for k in self.obs}, **self._images}
+        return Observation(data, stamp_ns=self.obs.stamp_ns, instruction=self.obs.instruction)
 
     def measured(self) -> np.ndarray:
         return np.asarray(self.obs["state"][: self.robot_spec.action.dim], np.float32)
@@ -164,6 +195,7 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         self.obs = self.backend.reset(episode_seed)
         self.safety.reset(self.measured())
         self.executor.reset()
+        self._images, self._camera_next = {}, {}
         self.steps = 0
         self._base_step()
         return self.observation(), {"seed": episode_seed}

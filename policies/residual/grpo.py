@@ -51,18 +51,75 @@ class GaussianResidual(nn.Module):
         return torch.distributions.Normal(self.net(x), self.log_std.exp().expand(x.shape[0], -1))
 
 
-class _Episode:
-    __slots__ = ("obs", "actions", "logp", "ret", "window")
+class SuccessGate(nn.Module):
+    """P(the episode succeeds | a decision's observation) under the policy's mean, learnt
+    from the episodes that ran the mean (one per group; every decision labelled with its
+    episode's outcome: a Monte-Carlo success value). ``gate(x)`` = max(floor, 1 - P): the
+    factor on the exploration noise's std. Learnt from the noisy episodes instead, it
+    predicted failure nearly everywhere on peg-in-hole (noise costs most successes there)
+    and so never closed."""
 
-    def __init__(self, window: tuple[int, int] | None = None) -> None:
+    def __init__(self, obs_dim: int, floor: float, capacity: int = 50_000) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(obs_dim, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 1)
+        )
+        self.floor = floor
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        self.x: deque[np.ndarray] = deque(maxlen=capacity)
+        self.y: deque[float] = deque(maxlen=capacity)
+        # trained on at least this many episodes' decisions before it gates (else 1)
+        self.episodes = 0
+
+    def gate(self, x: torch.Tensor) -> torch.Tensor:
+        """(N,) factors in [floor, 1]; 1 until 20 episodes have been seen."""
+        if self.episodes < 20:
+            return torch.ones(x.shape[0])
+        with torch.no_grad():
+            p = torch.sigmoid(self.net(x)[:, 0])
+        return (1 - p).clamp(min=self.floor)
+
+    def add(self, obs: list[np.ndarray], success: bool) -> None:
+        self.x.extend(obs)
+        self.y.extend([float(success)] * len(obs))
+        self.episodes += 1
+
+    def fit(self, generator: torch.Generator, steps: int = 50, batch: int = 512) -> float:
+        """A few gradient steps of the logistic loss on the kept decisions; the loss."""
+        if not self.x:
+            return 0.0
+        x = torch.as_tensor(np.stack(self.x), dtype=torch.float32)
+        y = torch.as_tensor(np.array(self.y), dtype=torch.float32)
+        loss = torch.zeros(())
+        for _ in range(steps):
+            idx = torch.randint(0, x.shape[0], (batch,), generator=generator)
+            loss = nn.functional.binary_cross_entropy_with_logits(self.net(x[idx])[:, 0], y[idx])
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+        return float(loss.detach())
+
+
+class _Episode:
+    __slots__ = ("obs", "actions", "logp", "ret", "window", "gate", "success", "greedy")
+
+    def __init__(self, window: tuple[int, int] | None = None, greedy: bool = False) -> None:
         self.obs: list[np.ndarray] = []
         self.actions: list[np.ndarray] = []
         self.logp: list[float] = []
+        # the factor on the noise's std at each step (SuccessGate; 1 without it)
+        self.gate: list[float] = []
+        self.success = False
+        # runs the policy's mean throughout (with the success gate, one per group: what
+        # the gate learns from, and part of the group's baseline)
+        self.greedy = greedy
         self.ret = 0.0
         # learner steps [start, end) that explore (None: all of them)
         self.window = window
 
     def explores(self, t: int) -> bool:
+        if self.greedy:
+            return False
         return self.window is None or self.window[0] <= t < self.window[1]
 
 
@@ -78,9 +135,9 @@ class _Group:
 class _Slot:
     """One episode of a group, as an env runs it."""
 
-    def __init__(self, group: _Group) -> None:
+    def __init__(self, group: _Group, greedy: bool = False) -> None:
         self.group = group
-        self.episode = _Episode(group.window)
+        self.episode = _Episode(group.window, greedy)
 
 
 class GroupPPO:
@@ -111,6 +168,13 @@ class GroupPPO:
         # per update: groups used (mixed outcomes), groups skipped, approx KL, epochs run
         self.updates: list[dict[str, float]] = []
         self._reported = 0
+        floor = g.explore_gate_floor
+        self.gate = None if floor is None else SuccessGate(model.obs_dim + model.action_dim, floor)
+        # with the gate: the first episodes, one per seed, run the mean only (no update can
+        # use them) so that the gate has learnt before any noise is added (as a critic is
+        # trained before the actor moves)
+        self._warm_left = 0 if floor is None else g.gate_warmup_episodes
+        self._gate_values: deque[float] = deque(maxlen=2000)
 
     def get_env(self) -> Any:
         return self.venv
@@ -119,16 +183,19 @@ class GroupPPO:
         """The updates since the last call, for the progress line: groups with a signal,
         KL and epochs per update, exploration std."""
         recent, self._reported = self.updates[self._reported :], len(self.updates)
-        std = float(self.policy.log_std.exp().mean())
+        std = float(self.policy.log_std.detach().exp().mean())
         if not recent:
             return f"std {std:.3f}"
         mixed = sum(u["mixed"] for u in recent)
         groups = sum(u["groups"] for u in recent)
         kl = np.mean([u["kl"] for u in recent if u["mixed"]] or [0.0])
         epochs = np.mean([u["epochs"] for u in recent if u["mixed"]] or [0.0])
+        gate = ""
+        if self.gate is not None and self._gate_values:
+            gate = f", gate mean {np.mean(self._gate_values):.2f}"
         return (
             f"{len(recent)} updates, groups with a signal {mixed:.0f}/{groups:.0f}, "
-            f"kl {kl:.3f}, epochs {epochs:.1f}, std {std:.3f}"
+            f"kl {kl:.3f}, epochs {epochs:.1f}, std {std:.3f}{gate}"
         )
 
     # ---- rollouts ---------------------------------------------------------------------
@@ -149,12 +216,13 @@ class GroupPPO:
 
     def _act(
         self, obs: np.ndarray, fresh: np.ndarray, explore: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions (N, D) and their log-probabilities under the current policy: the mean
-        where not ``explore``, else mean + std x noise. The noise of each env is an AR(1)
-        process per element with coefficient ``noise_correlation`` and unit variance (so
-        each action is still the policy's Gaussian at the margin), drawn afresh where
-        ``fresh`` (a new episode)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Actions (N, D), their log-probabilities under the current policy and the gate
+        (N,): the mean where not ``explore``, else mean + gate x std x noise (gate 1
+        without explore_gate_floor). The noise of each env is an AR(1) process per element
+        with coefficient ``noise_correlation`` and unit variance (so each action is still
+        the policy's Gaussian at the margin), drawn afresh where ``fresh`` (a new
+        episode)."""
         rho = self.cfg.noise_correlation
         with torch.no_grad():
             x = torch.as_tensor(obs, dtype=torch.float32)
@@ -165,9 +233,20 @@ class GroupPPO:
             else:
                 carried = rho * self._noise + math.sqrt(1 - rho * rho) * draw
                 self._noise = torch.where(torch.as_tensor(fresh)[:, None], draw, carried)
+            gate = torch.ones(x.shape[0]) if self.gate is None else self.gate.gate(x)
             mask = torch.as_tensor(explore, dtype=torch.float32)[:, None]
-            a = dist.mean + dist.stddev * self._noise * mask
-            return a.numpy(), dist.log_prob(a).sum(-1).numpy()
+            a = dist.mean + dist.stddev * gate[:, None] * self._noise * mask
+            logp = self._log_prob(dist, gate, a)
+            return a.numpy(), logp.numpy(), gate.numpy()
+
+    @staticmethod
+    def _log_prob(
+        dist: torch.distributions.Normal, gate: torch.Tensor, a: torch.Tensor
+    ) -> torch.Tensor:
+        """log N(a; mean, (gate x std)^2) summed over elements: the gate is part of the
+        behaviour policy, fixed per step (stored with the step for the update)."""
+        scaled = torch.distributions.Normal(dist.mean, dist.stddev * gate[:, None])
+        return scaled.log_prob(a).sum(-1)
 
     def _assign(self) -> _Slot:
         """The next episode to run: a free place in the oldest group still filling, else
@@ -176,10 +255,15 @@ class GroupPPO:
             if grp.unassigned:
                 grp.unassigned -= 1
                 return _Slot(grp)
-        grp = _Group(int(self._rng.integers(0, 2**31 - 1)), self.cfg.group_size, self._window())
+        size = self.cfg.group_size
+        if self._warm_left > 0:  # the gate's warm-up: one episode of the mean per seed
+            self._warm_left -= 1
+            size = 1
+        grp = _Group(int(self._rng.integers(0, 2**31 - 1)), size, self._window())
         self._filling.append(grp)
         grp.unassigned -= 1
-        return _Slot(grp)
+        # with the success gate, each group's first episode runs the mean
+        return _Slot(grp, greedy=self.gate is not None)
 
     def learn(self, total_timesteps: int, callback: Any, reset_num_timesteps: bool = True) -> Any:
         from stable_baselines3.common.logger import configure
@@ -204,7 +288,9 @@ class GroupPPO:
         complete: list[list[_Episode]] = []
         while self.num_timesteps < total_timesteps:
             explore = np.array([slot.episode.explores(len(slot.episode.obs)) for slot in current])
-            actions, logp = self._act(obs, fresh, explore)
+            actions, logp, gate = self._act(obs, fresh, explore)
+            if self.gate is not None:
+                self._gate_values.extend(gate[explore].tolist())
             new_obs, rewards, dones, infos = self.venv.step(actions)
             fresh = np.asarray(dones, bool)
             self.num_timesteps += n
@@ -213,8 +299,12 @@ class GroupPPO:
                 ep.obs.append(obs[i])
                 ep.actions.append(actions[i])
                 ep.logp.append(float(logp[i]))
+                ep.gate.append(float(gate[i]))
                 ep.ret += float(rewards[i])
+                ep.success = ep.success or bool(infos[i].get("is_success", False))
                 if dones[i]:
+                    if self.gate is not None and ep.greedy:
+                        self.gate.add(ep.obs, ep.success)
                     self._lengths.append(len(ep.obs))
                     grp = current[i].group
                     grp.done.append(ep)
@@ -230,13 +320,15 @@ class GroupPPO:
             if sum(len(grp) for grp in complete) >= self.cfg.episodes_per_update:
                 self._update(complete)
                 complete = []
+                if self.gate is not None:
+                    self.gate.fit(self.generator)
         callback.on_training_end()
         return self
 
     # ---- update -----------------------------------------------------------------------
     def _update(self, complete: list[list[_Episode]]) -> None:
         c = self.cfg
-        obs, actions, logp, adv, weight = [], [], [], [], []
+        obs, actions, logp, adv, weight, gates = [], [], [], [], [], []
         used = 0
         for grp in complete:
             returns = np.array([ep.ret for ep in grp])
@@ -250,6 +342,7 @@ class GroupPPO:
                 obs += [ep.obs[t] for t in steps]
                 actions += [ep.actions[t] for t in steps]
                 logp += [ep.logp[t] for t in steps]
+                gates += [ep.gate[t] for t in steps]
                 adv += [a] * len(steps)
                 # each episode weighs the same however long it ran (a failing episode runs
                 # to the time limit, a successful one ends early)
@@ -263,6 +356,7 @@ class GroupPPO:
         old = torch.as_tensor(np.array(logp), dtype=torch.float32)
         advantage = torch.as_tensor(np.array(adv), dtype=torch.float32)
         w = torch.as_tensor(np.array(weight), dtype=torch.float32)
+        g = torch.as_tensor(np.array(gates), dtype=torch.float32)
         if c.normalize_advantage:
             advantage = advantage / (advantage.std() + 1e-8)
         count = x.shape[0]
@@ -270,7 +364,7 @@ class GroupPPO:
             order = torch.randperm(count, generator=self.generator)
             for start in range(0, count, c.batch_size):
                 idx = order[start : start + c.batch_size]
-                new = self.policy.distribution(x[idx]).log_prob(a[idx]).sum(-1)
+                new = self._log_prob(self.policy.distribution(x[idx]), g[idx], a[idx])
                 log_ratio = new - old[idx]
                 ratio = log_ratio.exp()
                 with torch.no_grad():  # the estimator SB3's PPO stops on, before the step
@@ -305,8 +399,17 @@ def optimizers(algo: GroupPPO) -> dict[str, torch.optim.Optimizer]:
 
 
 def extra_tensors(algo: GroupPPO) -> dict[str, torch.Tensor]:
-    return {}
+    """The success gate's weights and episode count (its kept decisions are not saved: a
+    resumed run refills them)."""
+    if algo.gate is None:
+        return {}
+    out = {f"gate.{k}": v for k, v in algo.gate.net.state_dict().items()}
+    out["gate_episodes"] = torch.tensor(algo.gate.episodes)
+    return out
 
 
 def load_extra(algo: GroupPPO, tensors: dict[str, torch.Tensor]) -> None:
-    return None
+    if algo.gate is None or "gate_episodes" not in tensors:
+        return
+    algo.gate.net.load_state_dict({k[5:]: v for k, v in tensors.items() if k.startswith("gate.")})
+    algo.gate.episodes = int(tensors["gate_episodes"])

@@ -422,12 +422,15 @@ class _Threshold(__import__("gymnasium").Env):  # type: ignore[misc]
         return self._obs(), float(success), done, False, {"is_success": success}
 
 
-@pytest.mark.parametrize("window", [None, 2])
-def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(window: int | None) -> None:
+@pytest.mark.parametrize(("window", "gate"), [(None, None), (2, None), (None, 0.05)])
+def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
+    window: int | None, gate: float | None
+) -> None:
     """Each seed is run by group_size episodes, started close together in time although
     episode lengths differ (each env has one episode queued); updates use only groups whose
     outcomes differ; on the toy scene the deterministic residual goes from the base's 3 in 8
-    to nearly every scene, exploring at every step or only in one window per episode."""
+    to nearly every scene, exploring at every step, only in one window per episode, or with
+    the noise gated by the success predictor."""
     from collections import Counter
 
     from stable_baselines3.common.callbacks import BaseCallback
@@ -439,7 +442,8 @@ def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(window: int | None
     fcfg = FinetuneConfig(
         algorithm="grpo", n_envs=6, seed=3,
         grpo={"group_size": 4, "episodes_per_update": 16, "lr": 3e-3, "init_std": 0.5,
-              "explore_window": window},
+              "explore_window": window, "explore_gate_floor": gate,
+              "gate_warmup_episodes": 8},
     )  # fmt: skip
     torch.manual_seed(0)
     model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
@@ -465,12 +469,42 @@ def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(window: int | None
             starts.setdefault(seed, []).append(clock)
     sizes = Counter(len(c) for c in starts.values())
     assert sizes[4] >= 100 and set(sizes) <= {1, 2, 3, 4}  # the last groups may be unfinished
-    assert sum(n for size, n in sizes.items() if size < 4) <= 3
+    # (with the gate, its warm-up episodes too: one per seed, the mean only)
+    assert sum(n for size, n in sizes.items() if size < 4) <= 3 + (8 if gate else 0)
     assert max(max(c) - min(c) for c in starts.values()) <= 2 * _Threshold.max_steps
     assert algo.updates and all(u["mixed"] <= u["groups"] for u in algo.updates)
     assert any(u["mixed"] < u["groups"] for u in algo.updates)  # uniform groups skipped
     assert before < 0.6
     assert success(scenes) >= 0.9
+    if gate is not None:
+        assert algo.gate is not None and algo.gate.episodes >= 100  # one per group (the mean)
+
+
+def test_grpo_success_gate_quiets_the_noise_where_episodes_succeed() -> None:
+    """The gate learns P(success | observation) from finished episodes and scales the
+    noise by 1 - P (not below its floor); the stored gate makes the update's
+    log-probabilities those the actions were drawn with."""
+    from tether.policies.residual.grpo import GroupPPO, SuccessGate
+
+    gen = torch.Generator().manual_seed(0)
+    g = SuccessGate(3, floor=0.05)
+    x = lambda c: torch.tensor([[c, 0.5, 0.0]], dtype=torch.float32)  # noqa: E731
+    assert float(g.gate(x(0.4))[0]) == 1.0  # too few episodes: no gating yet
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # success exactly where c < 0, as the toy scene's zero residual
+        c = float(rng.uniform(-0.3, 0.5))
+        g.add([np.array([c, t / 7, 0.0], np.float32) for t in range(5)], c < 0)
+    for _ in range(10):
+        g.fit(gen)
+    assert float(g.gate(x(-0.2))[0]) < 0.2  # heading for a success: little noise
+    assert float(g.gate(x(0.3))[0]) > 0.8  # heading for a failure: nearly all of it
+    assert float(g.gate(x(-5.0))[0]) >= 0.05  # never below the floor
+
+    dist = torch.distributions.Normal(torch.zeros(4, 2), torch.full((4, 2), 0.3))
+    gate = torch.tensor([1.0, 0.5, 0.1, 0.05])
+    a = torch.randn(4, 2, generator=gen) * 0.3 * gate[:, None]
+    expected = torch.distributions.Normal(torch.zeros(4, 2), 0.3 * gate[:, None]).log_prob(a)
+    torch.testing.assert_close(GroupPPO._log_prob(dist, gate, a), expected.sum(-1))
 
 
 @mujoco
@@ -667,3 +701,64 @@ def test_fused_graph_equals_two_graphs(tmp_path: Path) -> None:
     two = res.run(None, {"state": feeds["state"][:, -1], "env_state": feeds["env_state"][:, -1],
                          "base_action": chunk[:, 0]})[0]  # fmt: skip
     np.testing.assert_allclose(fused.run(None, feeds)[0], two, atol=1e-5)
+
+
+VLA_RESIDUAL = REPO / "configs/experiments/panda_multitask_vla_residual.yaml"
+
+
+def test_residual_inputs_are_state_keys_only() -> None:
+    """A base that observes cameras keeps them; the residual's inputs are arrays, chosen
+    in finetune.observation_keys or else the base's keys without its cameras."""
+    from tether.policies.residual.env import observation_keys
+
+    class Base:
+        contract = {"observation_keys": ["state", "images/wrist", "images/front"]}
+
+    assert observation_keys(Base()) == ["state"]  # type: ignore[arg-type]
+    assert observation_keys(Base(), ["state", "env_state"]) == ["state", "env_state"]  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="images/wrist are images"):
+        observation_keys(Base(), ["state", "images/wrist"])  # type: ignore[arg-type]
+    Base.contract = {"observation_keys": ["images/wrist"]}
+    with pytest.raises(ConfigError, match="observes only images"):
+        observation_keys(Base())  # type: ignore[arg-type]
+
+
+@mujoco
+def test_a_vla_base_sees_its_cameras_and_instruction_in_the_env() -> None:
+    """The shipped VLA as the frozen base (images + instruction in, a black box that
+    returns chunks): with a zero residual the env applies, step for step, what the
+    in-process loop applies with the VLA alone (its cameras rendered at their fps in sim
+    time, the episode's instruction), over 1.5 s of a lift-red episode (3 chunks)."""
+    from tether.core.experiment import build_policy
+    from tether.policies.residual.env import ResidualEnv
+    from tether.sim.loop import run_local_episode
+    from tether.sim.runner import SimRunner
+
+    ov = ["task.subtasks=[lift_red]", "task.max_duration_s=1.5", "episodes.seed=1003"]
+    cfg = load_config(VLA_RESIDUAL, ov)
+    assert cfg.finetune is not None
+    env = ResidualEnv(cfg, cfg.finetune)
+    assert env.keys == ["state", "env_state"] and [c.name for c in env.cameras] == [
+        "front",
+        "wrist",
+    ]
+    env.reset(seed=1003)
+    applied, done = [], False
+    while not done:
+        _, _, term, trunc, info = env.step_residual(np.zeros(env.robot_spec.action.dim))
+        applied.append(info["applied"])
+        done = term or trunc
+    env.close()
+    assert env.executor.queries >= 3
+
+    model = REPO / "models/panda_multitask_vla/model.onnx"
+    loop_cfg = load_config(VLA_RESIDUAL, [*ov, "policy.type=onnx", f"policy.model={model}"])
+    runner = SimRunner(loop_cfg)
+    seen: list[np.ndarray] = []
+    step = runner.backend.step
+    runner.backend.step = lambda a: (seen.append(np.asarray(a)), step(a))[1]  # type: ignore[method-assign]
+    run_local_episode(loop_cfg, runner, build_policy(loop_cfg, runner.spec))
+    assert len(seen) == len(applied) == 150
+    np.testing.assert_array_equal(np.stack(seen), np.stack(applied))
+    # the arm moved (not a held pose on both sides)
+    assert np.abs(np.stack(applied)[-1] - np.stack(applied)[0]).max() > 0.05

@@ -157,17 +157,18 @@ def test_camera_lockstep_20_episodes_end_when_images_and_start_responses_are_los
 
 
 @pytest.mark.slow
-def test_camera_lockstep_graph_20_fresh_graphs_in_a_row(repo, tmp_path):
+def test_camera_lockstep_graph_12_fresh_graphs_in_a_row(repo, tmp_path):
     """The benchmark's camera96_max case as it runs (sim bridge and policy server as separate
     processes over Fast DDS, started fresh, the supervisor's first call right after the graph
-    is up), shortened to 0.3 s episodes: 20 graphs in a row, every episode ends."""
+    is up), shortened to 0.3 s episodes: 12 graphs in a row, every episode ends (20 until
+    2026-11-28: each graph costs ~5 s of the suite)."""
     from tether_ros.graph import GraphProcesses, graph_env, plan_graph
 
     experiment = repo / "configs/experiments/panda_lift_expert.yaml"
     ov = _overrides()
     cfg = load_config(experiment, ov)
     env = graph_env(cfg)
-    for k in range(20):
+    for k in range(12):
         logs = tmp_path / f"graph{k}"
         with (
             GraphProcesses(plan_graph(experiment, ov), env, logs) as graph,

@@ -176,7 +176,7 @@ SHIPPED = REPO / "models" / "panda_insert_residual"
 @pytest.mark.mujoco
 def test_shipped_insert_residual_over_ros_matches_in_process(tmp_path: Path) -> None:
     """The shipped fine-tuned model (models/panda_insert_residual: the behaviour-cloned
-    insertion base + its PPO residual), as `tether up configs/experiments/
+    insertion base + its residual), as `tether up configs/experiments/
     panda_insert_residual.yaml` serves it (policy server per observation, the sim bridge's
     safety filter in front), gives in lockstep the in-process outcome and step count on
     seeds 1000-1002; the residual is applied (its graph moves the base's action:

@@ -39,12 +39,11 @@ from tether.core.config import ExperimentConfig
 from tether.core.errors import InvalidCommand
 from tether.core.experiment import build_task, max_episode_steps
 from tether.core.protocols import SimBackend
-from tether.core.spec import CameraSpec
+from tether.core.spec import CameraSpec, cameras_due
 from tether.core.timing import LatencyTracker, now_ns
 from tether.core.types import Observation, StepResult
 from tether.sim.drone_bridge import Drone, DroneFleet
 from tether.sim.quadrotor.dynamics import quat_yaw
-from tether.sim.runner import cameras_due
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
 from tether_ros.kinds.quadcopter import drone_topic
