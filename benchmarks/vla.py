@@ -12,10 +12,11 @@ In one run, on seeds no training used (1000 on; the demonstrations are seeds 0-2
 - latency with one onnxruntime thread: one chunk with both images (p50 / p99), and the text
   encoder once per new instruction;
 - the training run's wall clock (the model folder's train.json);
-- the VLA as the frozen base of a residual fine-tuned on push (`tether finetune
-  configs/experiments/panda_multitask_vla_residual.yaml`, shipped as
-  models/panda_multitask_vla_residual): base alone and base + residual on the same seeds,
-  in process and over ROS 2, and the residual's training run (its train.json).
+- when a VLA residual is shipped (`tether finetune
+  configs/experiments/panda_multitask_vla_residual.yaml`, exported to
+  models/panda_multitask_vla_residual; none is now): the VLA alone and VLA + residual on the
+  sub-task it was fine-tuned on (its model.json), the same seeds, in process and over ROS 2,
+  and the fine-tuning run's summary (model.json's ``result``).
 
 Writes benchmarks/results/vla.json (``--finetune-only``: the fine-tuning part alone, merged
 into the existing file).
@@ -151,7 +152,8 @@ def main() -> int:
     if args.finetune_only:
         path = REPO / "benchmarks" / "results" / "vla.json"
         data = json.loads(path.read_text())
-        data.pop("benchmark", None), data.pop("machine", None)
+        for key in ("benchmark", "machine"):  # write_result adds them afresh
+            data.pop(key, None)
         data["finetune"] = finetune(args.episodes, args.ros_episodes)
         write_result("vla", data)
         return 0

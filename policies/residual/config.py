@@ -117,13 +117,14 @@ class GRPOConfig(BaseModel):
     # (TRPO's "vine" rollouts without restoring simulator states). None: every step explores
     explore_window: int | None = Field(None, ge=1)
     # exploration gated by a success predictor (grpo.py, SuccessGate): a small network
-    # trained on every finished episode predicts, from a decision's observation, whether
-    # the episode will succeed; the noise's std is scaled by 1 - that prediction, never
-    # below explore_gate_floor. States from which the residual's mean already succeeds get
-    # almost no noise (on a 1 mm task any noise costs the base its successes, docs/
-    # residual_rl.md), states heading for a failure get all of it. The predictor learns
-    # from one episode per group that runs the mean throughout. None: off
-    explore_gate_floor: float | None = Field(None, ge=0, le=1)
+    # predicts, from a decision's observation, whether the episode will succeed under the
+    # residual's mean (it learns from one episode per group that runs the mean throughout);
+    # the noise's std is scaled by 1 - that prediction, never below explore_gate_floor
+    # (> 0: a zero std would make the update's log-probabilities infinite). States from
+    # which the mean already succeeds get almost no noise (on a 1 mm task any noise costs
+    # the base its successes, docs/residual_rl.md), states heading for a failure get all
+    # of it. None: off
+    explore_gate_floor: float | None = Field(None, gt=0, le=1)
     # with the gate: episodes (one per seed, the mean only) before any exploration
     gate_warmup_episodes: int = Field(64, ge=0)
     # divide the advantages by their std over the update's steps; off by default: the
