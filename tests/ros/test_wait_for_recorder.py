@@ -54,6 +54,17 @@ class StandInRecorder:
             self.pub.publish(Header(stamp=msg.header.stamp, frame_id=topic))
 
 
+def _graph(ctx, cfg, withheld: set[str]):
+    """The stand-in recorder, a sim bridge and a policy server on one executor."""
+    ack = StandInRecorder(ctx, cfg, withheld)
+    bridge = SimBridge(cfg, context=ctx)
+    server = PolicyServer(cfg, context=ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    for n in (ack.node, bridge, server):
+        ex.add_node(n)
+    return ack, bridge, server, ex
+
+
 CASES = [
     ("husky_go_to_goal.yaml", ["sim.cameras=[]"], "odom"),
     ("husky_go_to_goal.yaml", ["sim.cameras=[]"], "scan"),
@@ -67,13 +78,8 @@ CASES = [
 def test_the_bridge_waits_for_every_recorded_topic(repo, config, extra, withheld):
     cfg = load_config(repo / "configs/experiments" / config, [*LOCKSTEP, *extra])
     with ros_context() as ctx:
-        ack = StandInRecorder(ctx, cfg, {withheld})
+        ack, bridge, server, ex = _graph(ctx, cfg, {withheld})
         assert withheld in ack.topics
-        bridge = SimBridge(cfg, context=ctx)
-        server = PolicyServer(cfg, context=ctx)
-        ex = SingleThreadedExecutor(context=ctx)
-        for n in (ack.node, bridge, server):
-            ex.add_node(n)
         world = bridge.io.world
         # the policy answers the first observation and every other topic is acknowledged,
         # again and again (the bridge re-sends what it waits on): the world does not step
@@ -82,5 +88,34 @@ def test_the_bridge_waits_for_every_recorded_topic(repo, config, extra, withheld
         assert not stepped and bridge.io.running
         ack.withheld = set()
         assert spin_until(ex, lambda: world.steps >= 20, 60), world.steps
+        for n in (server, bridge, ack.node):
+            n.destroy_node()
+
+
+def test_a_finished_episode_ends_once_its_final_observation_is_answered(repo):
+    """The recorder's last frame holds the policy's answer to the final observation, so a
+    lockstep bridge that waits for the recorder ends the episode (and auto-resets to the
+    next one) only once that answer is in: with the policy held back after the final step,
+    the episode stays open; let go, it ends, the answer stamped with the final observation.
+    (Ending on the recorder's acks alone let the next start event overtake the answer: the
+    recorder then saved the last frame with the previous chunk's row.)"""
+    cfg = load_config(
+        repo / "configs/experiments/husky_go_to_goal.yaml",
+        [*LOCKSTEP, "sim.cameras=[]", "task.distance_range=[1.0, 1.5]"],
+    )
+    with ros_context() as ctx:
+        ack, bridge, server, ex = _graph(ctx, cfg, set())
+        world = bridge.io.world
+        # one callback per spin: the final step's observation is out, not yet all taken in
+        assert spin_until(ex, lambda: world.done, 120)
+        final = world.obs.stamp_ns
+        assert server.last_stamp is None or server.last_stamp < final
+        ex.remove_node(server)
+        spin_until(ex, lambda: not bridge.io.running, 1.5)
+        assert bridge.io.running, "the episode ended before its final observation was answered"
+        ex.add_node(server)
+        assert spin_until(ex, lambda: not bridge.io.running, 10)
+        assert server.last_stamp == final
+        assert bridge.io.runner.chunk.t0_ns == final
         for n in (server, bridge, ack.node):
             n.destroy_node()

@@ -367,10 +367,15 @@ class EpisodeBridge:
             self._advance()
 
     def _end_when_recorded(self) -> None:
-        """The episode is over: end it once the recorder has its final observation (so the
-        recorder saves it complete)."""
-        if self._recorded():
+        """The episode is over: end it once the recorder has its final observation and
+        that observation is answered (so the recorder saves it complete)."""
+        if self._recorded() and self._final_answered():
             self._end()
+
+    def _final_answered(self) -> bool:
+        """Whether the final observation's answer is in (a kind whose commands answer each
+        observation says; by default nothing is waited for)."""
+        return True
 
     def _sent_out(self, topic: str, stamp: int) -> None:
         """``topic`` went out with ``stamp``: with ros.wait_for_recorder, a step waits for
@@ -538,6 +543,26 @@ class RunnerBridge(EpisodeBridge):
     def _on_reset(self) -> None:
         self._got_action = False
 
+    def _final_answered(self) -> bool:
+        """With a recorder waited for in lockstep: whether a command answers the final
+        observation (a chunk stamped with it, a twist heard after it), or the policy has
+        been quiet for ros.lockstep_timeout_s. The recorder's last frame holds that answer
+        (in lockstep its end streams include the commands): ending the episode before it
+        came let the next episode's start event overtake it at the recorder, which then
+        saved the last frame with the previous chunk's row."""
+        obs, chunk = self.runner.obs, self.runner.chunk
+        if not self._wait_recorder or obs is None:
+            return True
+        if chunk is not None and chunk.t0_ns >= obs.stamp_ns:
+            return True
+        waited = 0.0 if self._wait_since is None else (now_ns() - self._wait_since) * 1e-9
+        return waited > self.cfg.ros.lockstep_timeout_s
+
+    def _answered_after_end(self) -> None:
+        """A command came in: a finished episode may end now (_end_when_recorded)."""
+        if self.running and self.world.done:
+            self._end_when_recorded()
+
     def _summary(self) -> dict[str, Any]:
         summary = super()._summary()
         summary["old_timeline"] = self.old_timeline
@@ -574,6 +599,7 @@ class RunnerBridge(EpisodeBridge):
             return
         self._got_action = True
         self._advance()
+        self._answered_after_end()
 
     def _reject_action(self, exc: Exception) -> None:
         self.rejected += 1
@@ -596,6 +622,7 @@ class RunnerBridge(EpisodeBridge):
             return
         self._got_action = True
         self._advance()
+        self._answered_after_end()
 
     # --- stepping ----------------------------------------------------------------------
     def _tick(self) -> None:
