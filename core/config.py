@@ -51,7 +51,8 @@ class RosConfig(BaseModel):
     lockstep_timeout_s: float = Field(0.5, gt=0)
     # in lockstep, the sim also waits until the recorder has taken in every message of the
     # current observation (it acknowledges them on recorder_ack), so a slow recorder never
-    # loses frames; `tether record` sets it
+    # loses frames, and ends an episode only once its final observation is answered (the
+    # last frame's action); `tether record` sets it
     wait_for_recorder: bool = False
     domain_id: int | None = Field(None, ge=0, le=232)
     # serve in chunks: the policy server answers chunk_request with timestamped action chunks
