@@ -9,8 +9,9 @@ wraps it with what episodes need, because topics are not ordered with each other
 - messages heard between episodes are kept, and the ones at or after an episode's start
   stamp are replayed into it (the first observation can overtake the start event);
 - within an episode a stream joins only once it shows the new episode's clock (a late
-  message of the previous episode is not the first value of this one), and a stamp far
-  ahead of a stream's clock is such a late message too;
+  message of the previous episode is not the first value of this one): near the start, or
+  near the episode's clock for a stream that speaks later (commands once an operator arms
+  the dead-man); a stamp far ahead of the episode's clock is such a late message too;
 - an unstamped command (a Twist; a drone's cmd_low_level stamped 0) is in force from the
   robot's latest time (the clock stream's latest stamp), except in lockstep for the first
   command of an episode: the world waits for each answer, so it answers the episode's first
@@ -146,7 +147,7 @@ class EpisodeAligner:
         if self.recording and key not in self._armed:
             # a message of the previous episode can still arrive after this one started;
             # a stream joins once it shows the new episode's clock
-            if self._arm_until is not None and stamp_ns > self._arm_until:
+            if self._arm_until is not None and stamp_ns > self._join_limit(key):
                 return []
             self._armed.add(key)
         if not self.recording:
@@ -155,14 +156,34 @@ class EpisodeAligner:
             self._keep_idle(key, stamp_ns, value)
             return []
         last = self._last_stamp.get(key)
-        if last is not None and stamp_ns - last > MAX_JUMP_NS:
-            return []  # far ahead of this stream's clock: a late message of the last episode
+        if last is not None and stamp_ns - self._reference(key, last) > MAX_JUMP_NS:
+            return []  # far ahead of the episode's clock: a late message of the last episode
         self._last_stamp[key] = stamp_ns
         if key == self.clock_key:
             self._last_clock = self.clock_ns = stamp_ns
         frames = self.sampler.push(key, stamp_ns, value)
         self.frames += len(frames)
         return frames
+
+    def _join_limit(self, key: str) -> int:
+        """The latest stamp at which a stream not yet in the episode joins it: within the
+        join window of the start, or (any stream but the clock) within the window of the
+        episode's clock. A stream that first speaks later (commands once the operator arms
+        the dead-man a second after the start; a camera whose first images were lost)
+        joins when it does, instead of holding back every frame of the episode."""
+        assert self._arm_until is not None
+        if key == self.clock_key or self._last_clock is None:
+            return self._arm_until
+        return max(self._arm_until, self._last_clock + JOIN_WINDOW_NS)
+
+    def _reference(self, key: str, last: int) -> int:
+        """What a stream's new stamp is compared with to tell a late message of the last
+        episode (far ahead): the stream's own latest stamp, or for any stream but the clock
+        the episode's clock if that is later (a command stream silent for seconds, the
+        dead-man released, speaks again in step with the robot)."""
+        if key == self.clock_key or self._last_clock is None:
+            return last
+        return max(last, self._last_clock)
 
     def _unstamped(self, key: str) -> int | None:
         """The stamp of an unstamped message of ``key``: the robot's latest time, or in

@@ -281,9 +281,11 @@ def test_a_first_unstamped_command_past_the_join_window_is_not_taken_back_to_the
     al.start(0)
     for t in range(0, 610, 10):  # no command for 0.6 s (a lockstep timeout)
         al.push("state", t * MS, f"s{t}")
-    # not the answer to the first observation: it does not join (as a stamped one would not)
-    assert al.push("action", None, "late") == []
-    assert al.finish() == [] and al.frames == 0
+    # not the answer to the first observation: in force from the robot's latest time (the
+    # stream joins there), not from the start
+    frames = al.push("action", None, "late")
+    assert [(f["stamp_ns"] // MS, f["action"]) for f in frames] == [(600, "late")]
+    assert al.finish() == [] and al.frames == 1
 
 
 def test_without_lockstep_an_unstamped_command_is_in_force_from_the_robots_latest_time():
@@ -292,3 +294,45 @@ def test_without_lockstep_an_unstamped_command_is_in_force_from_the_robots_lates
     frames = _answers(al, 0, 210)  # the first command is heard at 10 ms: no frame at 0
     assert [(f["stamp_ns"] // MS, f["action"]) for f in frames] == [(100, "a90"), (200, "a190")]
     assert _aligner().push("action", None, "x") == []  # no robot time yet to give it
+
+
+def test_a_stream_that_first_speaks_after_the_join_window_still_joins():
+    # an operator starts the episode, then arms the dead-man a second later: the commands
+    # begin at 1 s, long after the start's join window; they join once the robot's clock
+    # (the state) shows they are of this episode
+    al = _aligner()
+    al.start(0)
+    frames = []
+    for t in range(0, 2001, 10):
+        if t >= 1000:
+            frames += al.push("action", t * MS, f"a{t}")
+        frames += al.push("state", t * MS, f"s{t}")
+    assert [f["stamp_ns"] // MS for f in frames] == list(range(1000, 2001, 100))
+    assert [f["action"] for f in frames] == [f"a{t}" for t in range(1000, 2001, 100)]
+
+
+def test_a_command_stream_that_pauses_for_seconds_rejoins():
+    # the dead-man released for 2.5 s mid-episode: no commands, then commands again; the
+    # frames of the pause are dropped as stale (counted), those after it are framed again
+    al = _aligner()
+    al.start(0)
+    frames = _run(al, 0, 500)
+    for t in range(510, 3001, 10):
+        frames += al.push("state", t * MS, f"s{t}")
+    frames += _run(al, 3010, 3500)
+    stamps = [f["stamp_ns"] // MS for f in frames]
+    assert stamps[:6] == [0, 100, 200, 300, 400, 500]
+    assert stamps[-5:] == [3100, 3200, 3300, 3400, 3500]
+    assert frames[-1]["action"] == "a3500"
+    assert al.stats.stale.get("action", 0) > 0
+
+
+def test_a_late_message_of_the_previous_episode_stays_out_once_the_clock_runs():
+    # the relaxed join follows the episode's clock: a message far ahead of it is still the
+    # last episode's
+    al = _aligner()
+    al.start(0)
+    frames = _run(al, 0, 300, action_every_ms=100)
+    assert al.push("action", 2900 * MS, "old") == []
+    frames += _run(al, 310, 500, action_every_ms=100)
+    assert [f["action"] for f in frames] == ["a0", "a100", "a200", "a300", "a400", "a500"]
