@@ -242,6 +242,11 @@ class EpisodeAligner:
         caught_up = all(t is not None and t >= end_ns - END_TOLERANCE_NS for t in last)
         return caught_up or now > deadline
 
+    def unheard(self) -> list[str]:
+        """The streams that have not joined the episode in progress (what holds back every
+        frame of an episode with none)."""
+        return [k for k in self.keys if k not in self._last_stamp]
+
     def finish(self) -> list[dict[str, Any]]:
         """Stop recording; return the episode's last frames (up to the clock stream's
         latest stamp; streams that will not speak again are taken as they are, age-checked)."""

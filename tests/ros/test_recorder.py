@@ -202,3 +202,36 @@ def test_instruction_sets_the_task_of_the_next_episodes(repo, tmp_path):
         rec.close()
         for n in (rec, probe):
             n.destroy_node()
+
+
+def test_an_episode_without_frames_names_the_streams_it_never_heard(repo, tmp_path):
+    """No policy runs, so no command is ever heard: the recorder's episode has no frames,
+    and the discard says which stream held them back (the operator's first clue)."""
+    from rclpy.parameter import Parameter
+
+    cfg = load_config(
+        repo / "configs/experiments/panda_lift_expert.yaml",
+        ["sim.cameras=[]", "ros.rate_mode=realtime", "episodes.autostart=true"],
+    )
+    status: list[dict] = []
+    with ros_context() as ctx:
+        by_hand = [Parameter("follow_episodes", value=False)]
+        rec = Recorder(cfg, output=str(tmp_path / "ds"), context=ctx, parameter_overrides=by_hand)
+        bridge = SimBridge(cfg, context=ctx)
+        probe = Node("probe", context=ctx)
+        probe.create_subscription(
+            String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
+        )
+        ex = SingleThreadedExecutor(context=ctx)
+        for n in (rec, bridge, probe):
+            ex.add_node(n)
+        assert spin_until(ex, lambda: bridge.io.runner.steps > 10, 30)
+        assert rec.start_episode() == "recording"
+        spin_until(ex, lambda: False, 0.5)
+        rec.save_episode()
+        assert spin_until(ex, lambda: any(s["event"] == "discarded" for s in status), 10)
+        rec.close()
+        for n in (rec, bridge, probe):
+            n.destroy_node()
+    discarded = next(s for s in status if s["event"] == "discarded")
+    assert discarded["reason"] == "no frames; nothing of this episode heard on action", status

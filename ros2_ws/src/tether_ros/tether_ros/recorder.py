@@ -248,12 +248,16 @@ class Recorder(Node):
     def save_episode(self) -> str:
         if not self.recording:
             return "not recording"
+        unheard = self.aligner.unheard()
         for frame in self.aligner.finish():  # the episode's last frames
             self._add(frame)
         if self.frames == 0:
             self.writer.discard_episode()
             self._close_bag(keep=False)
-            return self._status("discarded", reason="no frames")
+            reason = "no frames"
+            if unheard:
+                reason += f"; nothing of this episode heard on {', '.join(unheard)}"
+            return self._status("discarded", reason=reason)
         index = self.writer.save_episode()
         self._close_bag(keep=True)
         return self._status(
