@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 from tether.core.config import ComponentConfig, RuntimeConfig
 
@@ -116,6 +116,15 @@ class GRPOConfig(BaseModel):
     # deterministic mean), and what differs in their outcomes comes from that window alone
     # (TRPO's "vine" rollouts without restoring simulator states). None: every step explores
     explore_window: int | None = Field(None, ge=1)
+    # a reverse curriculum of where exploration starts (Florensa et al.'s reverse curriculum,
+    # Salimans & Chen's start states from a demonstration, without restoring simulator
+    # states): each group's episodes run the policy's mean up to a start decision and
+    # explore from there to the end; the starts are drawn late in the episode first and
+    # move to its beginning over this many env steps (then every decision explores). Late
+    # starts leave one correction to find (centring a peg already over the hole); once the
+    # mean makes it, a correction earlier in the episode (keeping the peg low) pays too.
+    # On peg-in-hole it did not beat the base (docs/residual_rl.md). None: off
+    explore_curriculum_steps: int | None = Field(None, ge=1)
     # exploration gated by a success predictor (grpo.py, SuccessGate): a small network
     # predicts, from a decision's observation, whether the episode will succeed under the
     # residual's mean (it learns from one episode per group that runs the mean throughout);
@@ -133,6 +142,15 @@ class GRPOConfig(BaseModel):
     normalize_advantage: bool = False
     # stop an update's epochs once the approximate KL exceeds 1.5 x this (None: all epochs)
     target_kl: float | None = Field(0.02, gt=0)
+
+    @model_validator(mode="after")
+    def _one_exploration_schedule(self) -> GRPOConfig:
+        if self.explore_window is not None and self.explore_curriculum_steps is not None:
+            raise ValueError(
+                "explore_window and explore_curriculum_steps are two schedules of where "
+                "episodes explore: set one"
+            )
+        return self
 
 
 class FinetuneConfig(ComponentConfig):

@@ -155,6 +155,9 @@ class GroupPPO:
         # seeds of the lanes' first episodes (the trainer sets it from finetune.seed and
         # the steps already taken, so a resumed run draws new scenes)
         self.seed_base = fcfg.seed
+        # control steps of the run before this learner started (a resumed run; the trainer
+        # sets it): where the exploration curriculum goes on from
+        self.control_before = 0
         self.hold_steps = fcfg.hold_steps
         self.generator = torch.Generator().manual_seed(fcfg.seed)
         self.logger: Any = None
@@ -201,16 +204,26 @@ class GroupPPO:
     # ---- rollouts ---------------------------------------------------------------------
     def _window(self) -> tuple[int, int] | None:
         """The learner steps where a new group's episodes explore: one window of
-        ``explore_window`` steps, at the same place for the whole group, or None (every
-        step explores)."""
-        w = self.cfg.explore_window
-        if not w:
+        ``explore_window`` steps, at the same place for the whole group; with
+        ``explore_curriculum_steps`` from a start (late in the episode at first) to the
+        end; or None (every step explores)."""
+        w, curriculum = self.cfg.explore_window, self.cfg.explore_curriculum_steps
+        if not w and not curriculum:
             return None
         # where episodes still run: the limit at first, then the 75th percentile of recent
         # lengths (an episode that succeeds early has no steps for a later window)
         horizon = self.horizon
         if len(self._lengths) >= 20:
             horizon = min(horizon, int(np.percentile(self._lengths, 75)))
+        if curriculum:
+            # explore from a start drawn in [late / 2, late], late sliding from the
+            # horizon to 0 over the curriculum: to the episode's end from there
+            # (num_timesteps counts decisions; the curriculum, as total_env_steps, counts
+            # control steps)
+            progress = (self.control_before + self.num_timesteps * self.hold_steps) / curriculum
+            late = horizon * max(0.0, 1.0 - progress)
+            start = int(self._rng.uniform(late / 2, late)) if late >= 1 else 0
+            return start, 2**31
         start = int(self._rng.integers(0, max(1, horizon - w + 1)))
         return start, start + w
 

@@ -222,6 +222,8 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
         algo = mod.make(venv, fcfg, model)
         if hasattr(algo, "seed_base"):  # grpo: new scenes after a resume
             algo.seed_base = fcfg.seed + int(state.get("env_steps", 0))
+            # (and its exploration curriculum goes on where it was)
+            algo.control_before = int(state.get("env_steps", 0))
     except BaseException:
         venv.close()
         raise

@@ -480,6 +480,41 @@ def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
         assert algo.gate is not None and algo.gate.episodes >= 100  # one per group (the mean)
 
 
+def test_grpo_exploration_curriculum_starts_late_and_moves_to_the_start() -> None:
+    """explore_curriculum_steps: a group explores from a start drawn in [late / 2, late]
+    to the episode's end, late sliding from the horizon to 0 over the curriculum; the
+    steps before the start run the mean; with explore_window it is one or the other."""
+    from pydantic import ValidationError
+
+    from tether.policies.residual import grpo
+    from tether.policies.residual.config import FinetuneConfig
+
+    fcfg = FinetuneConfig(
+        algorithm="grpo",
+        seed=0,
+        hold_steps=10,
+        grpo={"explore_curriculum_steps": 10_000, "group_size": 2},
+    )
+    model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [8])
+    algo = grpo.GroupPPO(None, fcfg, model)
+    algo.horizon = 100
+
+    def starts(at: int) -> list[int]:
+        algo.num_timesteps = at  # decisions: 10 control steps each (the curriculum's unit)
+        windows = [algo._window() for _ in range(200)]
+        assert all(w is not None and w[1] > 10**6 for w in windows)  # to the episode's end
+        return [w[0] for w in windows if w is not None]
+
+    first, half, done = starts(0), starts(500), starts(1000)
+    assert min(first) >= 50 and max(first) <= 100 and np.ptp(first) > 30
+    assert min(half) >= 25 and max(half) <= 50
+    assert set(done) == {0}
+    episode = grpo._Episode(window=(60, 2**31))
+    assert not episode.explores(59) and episode.explores(60) and episode.explores(99)
+    with pytest.raises(ValidationError, match="set one"):
+        FinetuneConfig(grpo={"explore_curriculum_steps": 1000, "explore_window": 5})
+
+
 def test_grpo_success_gate_quiets_the_noise_where_episodes_succeed() -> None:
     """The gate learns P(success | observation) from finished episodes and scales the
     noise by 1 - P (not below its floor); the stored gate makes the update's
