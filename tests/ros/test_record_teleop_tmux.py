@@ -1,6 +1,7 @@
 """`tether record --teleop keyboard` driven in a real terminal: tmux runs the command,
 ``tmux send-keys`` is the operator. Keeps, drops and keeps an episode; the dataset holds
-the two kept ones, and the hand moved the way the keys said."""
+the two kept ones, and the hand moved the way the keys said. The first episode is armed a
+second after its start (the commands begin late: still recorded)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ ENV_KEYS = ("ROS_DOMAIN_ID", "RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FIL
 MOVE_M = 0.06  # the operator holds a key until the hand has moved this far
 MAX_PRESSES = 100  # at the key-repeat pace below: 12 s, far more than MOVE_M takes
 REPEAT_S = 0.12  # a held key repeats this often (< the keyboard's 0.25 s key hold)
+ARM_AFTER_S = 1.0  # the first episode's commands begin this long after its start
 DOMINANCE = 1.5  # ... and further along the key's axis than this times along any other
 ARM = robot_description(load_config(REPO / CONFIG))
 N_JOINTS = len(ARM.joints)  # the arm's joints lead the state (the gripper's follow)
@@ -145,10 +147,14 @@ def _record_by_keyboard(tmp_path: Path, watch: Watch) -> None:
 
     try:
         wait_for("ready: arm with the dead-man")
-        keys("m")
         keys("n")
         wait_for("episode start: queued")
         start = watch.started(1)
+        # the operator arms the dead-man a second into the episode: its commands start
+        # long after the start, and the episode is still recorded (the recorder once shut
+        # out a stream that first spoke past a 0.5 s window: 0 frames)
+        watch.spin_until(lambda: False, ARM_AFTER_S)
+        keys("m")
         watch.hold(lambda: keys("w"), 0, start)  # forward (+x)
         keys("y")  # keep
         wait_for("1/2 saved")
