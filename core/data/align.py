@@ -165,6 +165,11 @@ class EpisodeAligner:
         self.frames += len(frames)
         return frames
 
+    def _episode_clock(self, key: str) -> int | None:
+        """The episode's clock (the clock stream's latest stamp) as the reference of any
+        other stream; None for the clock stream itself or before its first message."""
+        return None if key == self.clock_key else self._last_clock
+
     def _join_limit(self, key: str) -> int:
         """The latest stamp at which a stream not yet in the episode joins it: within the
         join window of the start, or (any stream but the clock) within the window of the
@@ -172,18 +177,16 @@ class EpisodeAligner:
         the dead-man a second after the start; a camera whose first images were lost)
         joins when it does, instead of holding back every frame of the episode."""
         assert self._arm_until is not None
-        if key == self.clock_key or self._last_clock is None:
-            return self._arm_until
-        return max(self._arm_until, self._last_clock + JOIN_WINDOW_NS)
+        clock = self._episode_clock(key)
+        return self._arm_until if clock is None else max(self._arm_until, clock + JOIN_WINDOW_NS)
 
     def _reference(self, key: str, last: int) -> int:
         """What a stream's new stamp is compared with to tell a late message of the last
         episode (far ahead): the stream's own latest stamp, or for any stream but the clock
         the episode's clock if that is later (a command stream silent for seconds, the
         dead-man released, speaks again in step with the robot)."""
-        if key == self.clock_key or self._last_clock is None:
-            return last
-        return max(last, self._last_clock)
+        clock = self._episode_clock(key)
+        return last if clock is None else max(last, clock)
 
     def _unstamped(self, key: str) -> int | None:
         """The stamp of an unstamped message of ``key``: the robot's latest time, or in
@@ -243,8 +246,9 @@ class EpisodeAligner:
         return caught_up or now > deadline
 
     def unheard(self) -> list[str]:
-        """The streams that have not joined the episode in progress (what holds back every
-        frame of an episode with none)."""
+        """The streams that have not joined the episode in progress, or the one just
+        finished (until the next start): what holds back every frame of an episode with
+        none."""
         return [k for k in self.keys if k not in self._last_stamp]
 
     def finish(self) -> list[dict[str, Any]]:

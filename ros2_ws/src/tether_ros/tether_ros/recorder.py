@@ -248,13 +248,13 @@ class Recorder(Node):
     def save_episode(self) -> str:
         if not self.recording:
             return "not recording"
-        unheard = self.aligner.unheard()
         for frame in self.aligner.finish():  # the episode's last frames
             self._add(frame)
         if self.frames == 0:
             self.writer.discard_episode()
             self._close_bag(keep=False)
             reason = "no frames"
+            unheard = self.aligner.unheard()  # (kept until the next start)
             if unheard:
                 reason += f"; nothing of this episode heard on {', '.join(unheard)}"
             return self._status("discarded", reason=reason)
