@@ -126,6 +126,10 @@ class DiffusionTrainConfig(ComponentConfig):
     # instruction augmentation: Gaussian noise of this std per element added to the text
     # embedding (then renormalised), so nearby wordings map to the same behaviour
     text_noise: float = Field(0.0, ge=0)
+    # instruction augmentation: a YAML file of groups of wordings that mean the same
+    # ({group: [wording, ...]}); each sample's instruction becomes a wording drawn from the
+    # group of its episode's instruction (docs/vla.md, configs/paraphrases/multitask.yaml)
+    paraphrases: Path | None = None
     checkpoint_every: int = Field(500, ge=1)
     # torch intra-op threads while training; more threads than free cores slows training
     # down several-fold (OpenMP threads wait on each other)

@@ -40,6 +40,11 @@ class WindowDataset:
     instructions: list[str] | None = None
     # the text encoder's record (text_encoder.json) when TEXT_KEY is read
     text_encoder: dict[str, Any] | None = None
+    # with paraphrases (load_windows): every wording trained on (P, E), the rows of each
+    # group in it, and each frame's group
+    wordings: np.ndarray | None = None
+    group_rows: list[np.ndarray] | None = None
+    frame_group: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.obs_index)
@@ -48,6 +53,54 @@ class WindowDataset:
         """Observations {key: (B, To, ...)} and actions (B, H, D) of samples ``idx``."""
         oi, ai = self.obs_index[idx], self.action_index[idx]
         return {k: v[oi] for k, v in self.obs.items()}, self.action[ai]
+
+    def paraphrase(self, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Instruction embeddings (B, To, E) of samples ``idx``, each a wording drawn from the
+        paraphrase group of its episode's instruction (the same for all its frames)."""
+        if self.wordings is None or self.group_rows is None or self.frame_group is None:
+            raise TetherError("this dataset was loaded without paraphrases")
+        groups = self.frame_group[self.obs_index[idx, -1]]
+        rows = np.array([self.group_rows[g][rng.integers(len(self.group_rows[g]))] for g in groups])
+        to = self.obs_index.shape[1]
+        return np.repeat(self.wordings[rows][:, None], to, axis=1)
+
+    def text_table(self) -> np.ndarray:
+        """The distinct instruction embeddings trained on (the text normalisation's input)."""
+        return self.obs[TEXT_KEY] if self.wordings is None else self.wordings
+
+
+def normalise_wording(text: str) -> str:
+    """Case, runs of spaces and a final full stop do not make another wording."""
+    return " ".join(text.lower().split()).rstrip(".").strip()
+
+
+def _group_instructions(
+    root: str | Path, instructions: list[str], paraphrases: dict[str, list[str]]
+) -> tuple[list[str], list[np.ndarray], dict[str, int]]:
+    """The wordings of the groups that hold the dataset's instructions (first-seen order),
+    each group's rows among them, and each instruction's group. An instruction in no group,
+    or in two, is refused: its paraphrases would be a guess."""
+    norm = {g: [normalise_wording(w) for w in ws] for g, ws in paraphrases.items()}
+    used: list[str] = []
+    of: dict[str, int] = {}
+    for text in instructions:
+        hits = [g for g, ws in norm.items() if normalise_wording(text) in ws]
+        if len(hits) != 1:
+            where = "no group" if not hits else f"{len(hits)} groups ({', '.join(hits)})"
+            raise TetherError(
+                f"{root}: the instruction '{text}' is in {where} of train.paraphrases; "
+                "list it in exactly one group of wordings that mean the same"
+            )
+        if hits[0] not in used:
+            used.append(hits[0])
+        of[text] = used.index(hits[0])
+    wordings: list[str] = []
+    rows: list[np.ndarray] = []
+    for g in used:
+        ws = list(dict.fromkeys(norm[g]))
+        rows.append(np.arange(len(wordings), len(wordings) + len(ws)))
+        wordings += ws
+    return wordings, rows, of
 
 
 def _minmax(reader: LeRobotReader, feature: str, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,11 +115,14 @@ def load_windows(
     cfg: DiffusionModelConfig,
     max_episodes: int | None = None,
     text_encoder: str | None = None,
+    paraphrases: dict[str, list[str]] | None = None,
 ) -> WindowDataset:
     """Decode a dataset into training windows for ``cfg``'s keys and horizons. The
     instruction key becomes each frame's task string embedded by the frozen text encoder
     ``text_encoder`` (a name under tether.policies.vla.text_encoder.encoders_root()), once
-    per distinct string."""
+    per distinct string. ``paraphrases`` (group -> wordings that mean the same): each
+    instruction must be in one group; :meth:`WindowDataset.paraphrase` then draws any
+    wording of its group, and ``instructions`` lists every wording of the groups used."""
     reader = LeRobotReader(root)
     if reader.num_episodes == 0:
         raise TetherError(f"{root}: the dataset has no episodes")
@@ -88,6 +144,7 @@ def load_windows(
 
         encoder = TextEncoder(text_encoder_dir(text_encoder or DEFAULT_ENCODER))
     instructions: list[str] = []
+    frame_texts: list[str] = []
     n_eps = min(reader.num_episodes, max_episodes or reader.num_episodes)
     frames: dict[str, list[np.ndarray]] = {k: [] for k in cfg.obs_keys}
     actions: list[np.ndarray] = []
@@ -103,6 +160,7 @@ def load_windows(
                 frames[key].append(reader.frames(i, feature, ep["timestamp"].astype(np.float64)))
             elif key == TEXT_KEY:
                 texts = [str(t) for t in ep["task"]]
+                frame_texts += texts
                 instructions += [t for t in dict.fromkeys(texts) if t not in instructions]
                 frames[key].append(np.stack([encoder.encode(t) for t in texts]))
             else:
@@ -115,6 +173,14 @@ def load_windows(
         action_index.append(start + np.clip(k[:, None] + np.arange(cfg.horizon)[None], 0, n - 1))
         start += n
     obs = {k: np.concatenate(v) for k, v in frames.items()}
+    wordings = group_rows = frame_group = None
+    if paraphrases is not None:
+        if encoder is None:
+            raise TetherError(f"train.paraphrases needs '{TEXT_KEY}' in train.model.obs_keys")
+        texts, group_rows, of = _group_instructions(root, instructions, paraphrases)
+        frame_group = np.array([of[t] for t in frame_texts], np.int64)
+        wordings = np.stack([encoder.encode(t) for t in texts]).astype(np.float32)
+        instructions = texts
     action = np.concatenate(actions)
     stats = {k: _minmax(reader, dataset_feature(k), obs[k]) for k in cfg.obs_keys if low_dim(k)}
     stats["action"] = _minmax(reader, "action", action)
@@ -130,4 +196,7 @@ def load_windows(
         episodes=n_eps,
         instructions=instructions if encoder is not None else None,
         text_encoder=dict(encoder.meta) if encoder is not None else None,
+        wordings=wordings,
+        group_rows=group_rows,
+        frame_group=frame_group,
     )

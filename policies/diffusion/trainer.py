@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from tether.core.config import ExperimentConfig, dump_config
 from tether.core.errors import ConfigError, TetherError
@@ -49,7 +50,7 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
         if k.startswith(IMAGE_PREFIX):
             norm[k] = {"uint8_to": [-1.0, 1.0]}
     if TEXT_KEY in m.obs_keys and m.text_norm:
-        norm[TEXT_KEY] = text_norm_stats(ds.obs[TEXT_KEY])
+        norm[TEXT_KEY] = text_norm_stats(ds.text_table())
     lo, hi = ds.stats["action"]
     language: dict[str, Any] = {}
     if TEXT_KEY in m.obs_keys:
@@ -95,6 +96,23 @@ def _jitter_text(x: np.ndarray, std: float, rng: np.random.Generator) -> torch.T
     sample, the same for its frames), renormalised."""
     noisy = x + rng.normal(0.0, std, (x.shape[0], 1, x.shape[2])).astype(np.float32)
     return torch.from_numpy(noisy / np.linalg.norm(noisy, axis=-1, keepdims=True))
+
+
+def load_paraphrases(path: Path | None) -> dict[str, list[str]] | None:
+    """train.paraphrases: {group: [wording, ...]} from YAML, or None without a file."""
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise TetherError(f"train.paraphrases: {path} does not exist")
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict) or not all(
+        isinstance(ws, list) and ws and all(isinstance(w, str) and w.strip() for w in ws)
+        for ws in data.values()
+    ):
+        raise TetherError(
+            f"train.paraphrases: {path} must map each group's name to a list of wordings"
+        )
+    return {str(g): list(ws) for g, ws in data.items()}
 
 
 def _lr(tc: DiffusionTrainConfig, step: int) -> float:
@@ -163,7 +181,9 @@ class DiffusionTrainer:
         torch.set_num_threads(tc.threads)
         torch.manual_seed(tc.seed)
         t_load = time.monotonic()
-        ds = load_windows(tc.dataset, m, tc.max_episodes, tc.text_encoder)
+        ds = load_windows(
+            tc.dataset, m, tc.max_episodes, tc.text_encoder, load_paraphrases(tc.paraphrases)
+        )
         print(
             f"tether train: {ds.episodes} episodes, {len(ds)} samples at {ds.fps:g} fps, "
             f"keys {m.obs_keys} ({time.monotonic() - t_load:.1f} s to load) -> {out}"
@@ -201,6 +221,9 @@ class DiffusionTrainer:
                 )
                 for k, v in obs_np.items()
             }
+            if TEXT_KEY in obs and tc.paraphrases is not None:
+                obs_np[TEXT_KEY] = ds.paraphrase(idx, rng)
+                obs[TEXT_KEY] = torch.from_numpy(obs_np[TEXT_KEY])
             if TEXT_KEY in obs and tc.text_noise > 0:
                 obs[TEXT_KEY] = _jitter_text(obs_np[TEXT_KEY], tc.text_noise, rng)
             for g in opt.param_groups:

@@ -272,3 +272,65 @@ def test_text_dropout_trains_the_null_instruction(language_dataset: Path) -> Non
     net.loss(obs, torch.zeros(b, 4, 8), torch.Generator().manual_seed(0))
     dropped = 1.0 - seen[0].float().mean().item()
     assert 0.22 < dropped < 0.28
+
+
+def test_paraphrases_draw_wordings_of_each_episodes_group(
+    language_dataset: Path, tmp_path: Path
+) -> None:
+    """train.paraphrases: each sample's instruction becomes a wording drawn from the group of
+    the instruction its episode was recorded with, never another group's; the contract lists
+    every wording trained on and text_norm centres on them; an instruction in no group, or
+    in two, is refused by name; the trainer reads the groups from YAML."""
+    from tether.core.errors import TetherError
+    from tether.policies.diffusion.dataset import load_windows
+    from tether.policies.diffusion.trainer import DiffusionTrainer, make_contract
+    from tether.policies.vla.text_encoder import DEFAULT_ENCODER, TextEncoder, text_encoder_dir
+
+    groups = {
+        "left": [LEFT, "go to the left", "Head left."],
+        "right": [RIGHT, "go to the right"],
+        "unused": ["jump"],
+    }
+    cfg = vla_experiment(language_dataset, 1, text_norm=True)
+    ds = load_windows(language_dataset, cfg.train.model, None, cfg.train.text_encoder, groups)
+    wordings = [LEFT, "go to the left", "head left", RIGHT, "go to the right"]
+    assert ds.instructions == wordings
+    enc = TextEncoder(text_encoder_dir(cfg.train.text_encoder or DEFAULT_ENCODER))
+    emb = np.stack([enc.encode(t) for t in wordings])
+    left = np.abs(ds.obs["instruction"][ds.obs_index[:, -1]] - enc.encode(LEFT)).max(-1) < 1e-6
+    assert 0 < left.sum() < len(left)
+    rng = np.random.default_rng(0)
+    idx = np.arange(len(ds))
+    drawn: set[int] = set()
+    for _ in range(20):
+        x = ds.paraphrase(idx, rng)
+        assert x.shape == (len(ds), 1, emb.shape[1])
+        which = np.abs(x[:, 0, None] - emb[None]).max(-1).argmin(-1)
+        np.testing.assert_allclose(x[:, 0], emb[which], atol=1e-6)
+        assert (which[left] < 3).all() and (which[~left] >= 3).all()
+        drawn |= set(which.tolist())
+    assert drawn == set(range(5))
+    contract = make_contract(cfg, cfg.train, ds)
+    assert contract["instructions"] == wordings
+    np.testing.assert_allclose(
+        contract["normalization"]["instruction"]["mean"], emb.mean(0), atol=1e-6
+    )
+    with pytest.raises(TetherError, match="'move to the right' is in no group"):
+        load_windows(language_dataset, cfg.train.model, None, None, {"left": [LEFT]})
+    with pytest.raises(TetherError, match="'move to the left' is in 2 groups"):
+        load_windows(language_dataset, cfg.train.model, None, None, {**groups, "x": [LEFT]})
+    # through the trainer: the groups come from a YAML file
+    (tmp_path / "groups.yaml").write_text(
+        "left: [move to the left, go to the left]\nright: [move to the right]\n"
+    )
+    cfg = vla_experiment(language_dataset, 2, text_norm=True)
+    cfg.train.paraphrases = tmp_path / "groups.yaml"
+    DiffusionTrainer.train(cfg, tmp_path / "ckpt", resume=False)
+    import json
+
+    got = json.loads((tmp_path / "ckpt" / "contract.json").read_text())["instructions"]
+    assert got == [LEFT, "go to the left", RIGHT]
+    (tmp_path / "bad.yaml").write_text("left: move to the left\n")
+    cfg.train.paraphrases = tmp_path / "bad.yaml"
+    with pytest.raises(TetherError, match="list of wordings"):
+        DiffusionTrainer.train(cfg, tmp_path / "ckpt2", resume=False)

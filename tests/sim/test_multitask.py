@@ -63,6 +63,35 @@ def test_every_phrasing_resolves_to_its_subtask_and_nothing_else_does() -> None:
         assert resolve(other) is None
 
 
+def test_the_training_paraphrases_hold_every_training_phrasing_and_no_held_out_word() -> None:
+    """configs/paraphrases/multitask.yaml (train.paraphrases of the VLA, docs/vla.md): one
+    group per sub-task holding its training phrasings, each wording of a group names that
+    sub-task's cube and colours, and none is a held-out paraphrase or uses a word that only
+    the held-out paraphrases use, so 'held out' stays unseen."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).parents[2] / "configs/paraphrases/multitask.yaml"
+    groups = yaml.safe_load(path.read_text())
+    assert set(groups) == set(MULTITASK_SUBTASKS)
+    train_words = {w for s in MULTITASK_SUBTASKS for t in phrasings(s, "train") for w in t.split()}
+    heldout_only = {
+        w for s in MULTITASK_SUBTASKS for t in phrasings(s, "heldout") for w in t.split()
+    } - train_words
+    assert {"shove", "target", "mark", "mat", "grab", "drop"} <= heldout_only
+    colours = {"red", "blue", "green", "white", "yellow"}
+    for sub, wordings in groups.items():
+        assert len(wordings) == len(set(wordings)) >= 20
+        assert set(phrasings(sub, "train")) <= set(wordings)
+        want = {w for t in phrasings(sub, "train") for w in t.split()} & colours
+        for text in wordings:
+            assert text == normalise(text)
+            assert text not in phrasings(sub, "heldout")
+            assert not set(text.split()) & heldout_only, text
+            assert set(text.split()) & colours == want, text
+
+
 def test_config_rejects_unknown_subtasks() -> None:
     with pytest.raises(ValidationError):
         MultitaskConfig(subtasks=("lift_purple",))
