@@ -188,6 +188,11 @@ class DiffusionTrainer:
             f"tether train: {ds.episodes} episodes, {len(ds)} samples at {ds.fps:g} fps, "
             f"keys {m.obs_keys} ({time.monotonic() - t_load:.1f} s to load) -> {out}"
         )
+        if ds.group_rows is not None and ds.instructions is not None:
+            print(
+                f"instructions: {len(ds.group_rows)} groups of {tc.paraphrases}, "
+                f"{len(ds.instructions)} wordings drawn in training"
+            )
         contract = make_contract(cfg, tc, ds)
         net = build_net(contract)
         ema = copy.deepcopy(net).eval()

@@ -275,7 +275,7 @@ def test_text_dropout_trains_the_null_instruction(language_dataset: Path) -> Non
 
 
 def test_paraphrases_draw_wordings_of_each_episodes_group(
-    language_dataset: Path, tmp_path: Path
+    language_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """train.paraphrases: each sample's instruction becomes a wording drawn from the group of
     the instruction its episode was recorded with, never another group's; the contract lists
@@ -326,6 +326,7 @@ def test_paraphrases_draw_wordings_of_each_episodes_group(
     cfg = vla_experiment(language_dataset, 2, text_norm=True)
     cfg.train.paraphrases = tmp_path / "groups.yaml"
     DiffusionTrainer.train(cfg, tmp_path / "ckpt", resume=False)
+    assert "instructions: 2 groups of" in capsys.readouterr().out
     import json
 
     got = json.loads((tmp_path / "ckpt" / "contract.json").read_text())["instructions"]
