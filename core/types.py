@@ -19,6 +19,12 @@ TEXT_KEY = "instruction"
 NEIGHBOURS_KEY = "neighbour_states"
 
 
+def normalise_instruction(text: str) -> str:
+    """An instruction as wordings are compared: lower case, single spaces, no final
+    punctuation (a task's phrasings, a training paraphrase file's groups)."""
+    return " ".join(text.lower().split()).rstrip(".!?").strip()
+
+
 @dataclass
 class Observation(Mapping[str, np.ndarray]):
     """Named arrays observed at one instant.

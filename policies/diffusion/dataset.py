@@ -15,6 +15,7 @@ import numpy as np
 
 from tether.core.data.lerobot import LeRobotReader
 from tether.core.errors import TetherError
+from tether.core.types import normalise_instruction
 from tether.policies.diffusion.config import (
     IMAGE_PREFIX,
     TEXT_KEY,
@@ -69,22 +70,17 @@ class WindowDataset:
         return self.obs[TEXT_KEY] if self.wordings is None else self.wordings
 
 
-def normalise_wording(text: str) -> str:
-    """Case, runs of spaces and a final full stop do not make another wording."""
-    return " ".join(text.lower().split()).rstrip(".").strip()
-
-
 def _group_instructions(
     root: str | Path, instructions: list[str], paraphrases: dict[str, list[str]]
 ) -> tuple[list[str], list[np.ndarray], dict[str, int]]:
     """The wordings of the groups that hold the dataset's instructions (first-seen order),
     each group's rows among them, and each instruction's group. An instruction in no group,
     or in two, is refused: its paraphrases would be a guess."""
-    norm = {g: [normalise_wording(w) for w in ws] for g, ws in paraphrases.items()}
+    norm = {g: [normalise_instruction(w) for w in ws] for g, ws in paraphrases.items()}
     used: list[str] = []
     of: dict[str, int] = {}
     for text in instructions:
-        hits = [g for g, ws in norm.items() if normalise_wording(text) in ws]
+        hits = [g for g, ws in norm.items() if normalise_instruction(text) in ws]
         if len(hits) != 1:
             where = "no group" if not hits else f"{len(hits)} groups ({', '.join(hits)})"
             raise TetherError(

@@ -22,11 +22,10 @@ record the training ones; evaluation can draw the held-out ones (``phrasing: hel
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from tether.core.protocols import BodyShape, SimBackend, TaskBody
+from tether.core.types import normalise_instruction as normalise
 from tether.sim.scene import CUBE_HALF, CUBE_MASS, GRIP_FRICTION
 from tether.sim.tasks.config_tasks import MULTITASK_SUBTASKS, MultitaskConfig
 
@@ -79,11 +78,6 @@ TARGET = {
     "push_green": "green_cube",
     "place_blue": "blue_cube",
 }
-
-
-def normalise(text: str) -> str:
-    """Lower case, single spaces, no final punctuation."""
-    return re.sub(r"\s+", " ", text.strip().lower()).rstrip(".!?").strip()
 
 
 def phrasings(subtask: str, which: str = "all") -> tuple[str, ...]:
