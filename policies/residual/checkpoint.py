@@ -108,6 +108,7 @@ def load_model(path: Path) -> tuple[ResidualMLP, dict[str, Any]]:
         m["activation"],
         last_layer_init=0.0,
         out_limit=tensors["limit"].numpy(),
+        relative=m.get("relative", ()),
     )
     model.load_state_dict(tensors)
     return model.eval(), contract

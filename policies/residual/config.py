@@ -194,6 +194,13 @@ class FinetuneConfig(ComponentConfig):
     # None: the base contract's keys without its cameras. A base that sees images (a VLA)
     # still gets them and its instruction; the residual takes state keys only
     observation_keys: list[str] | None = None
+    # pairs of the task's objects [a, b] (names of its ``objects``, whose poses env_state
+    # holds): the residual also sees a's position minus b's, in mm, squashed by
+    # sign(x) log(1 + |x|) (fine near zero, bounded far away), computed inside the graph from
+    # env_state, which observation_keys must then hold. A centring correction of a millimetre
+    # is a 1e-3 difference of two normalised coordinates without it (peg-in-hole, [[peg,
+    # hole]]: docs/residual_rl.md)
+    relative_positions: list[tuple[str, str]] = Field(default_factory=list)
     hidden: list[int] = Field(default_factory=lambda: [256, 256], min_length=1)
     activation: Literal["relu", "tanh"] = "relu"
     # std of the residual's last layer at init (0: base + residual == base exactly)

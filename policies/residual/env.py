@@ -150,7 +150,8 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         # the seed of the next reset that is given none (an auto-reset), set by a learner
         self.next_seed: int | None = None
         self.obs_dim = int(self.raw_features().shape[0])
-        space_dim = self.obs_dim + dim
+        self.relative = relative_indices(fcfg.relative_positions, self.keys, self.obs, self.task)
+        space_dim = self.obs_dim + 3 * len(self.relative) + dim
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (space_dim,), np.float32)
 
     # ---- observation ------------------------------------------------------------------
@@ -262,6 +263,36 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
 
     def close(self) -> None:
         self.backend.close()
+
+
+def relative_indices(
+    pairs: list[tuple[str, str]], keys: list[str], obs: Observation, task: Any
+) -> list[tuple[int, int]]:
+    """``finetune.relative_positions`` as start indices of each object's position in the
+    residual's raw features (env_state holds 7 per task object: position, quaternion)."""
+    if not pairs:
+        return []
+    if "env_state" not in keys:
+        raise ConfigError(
+            "finetune.relative_positions reads the objects' positions from env_state; the "
+            f"residual observes {keys} (add env_state to finetune.observation_keys)"
+        )
+    objects = list(getattr(task, "objects", ()))
+    start = 0
+    for key in keys:
+        if key == "env_state":
+            break
+        start += int(np.asarray(obs[key]).size)
+    out = []
+    for a, b in pairs:
+        unknown = [n for n in (a, b) if n not in objects]
+        if unknown:
+            raise ConfigError(
+                f"finetune.relative_positions: {', '.join(unknown)} is not an object of task "
+                f"'{getattr(task, 'name', '?')}' (its objects: {', '.join(objects) or 'none'})"
+            )
+        out.append((start + 7 * objects.index(a), start + 7 * objects.index(b)))
+    return out
 
 
 def observation_stats(

@@ -172,7 +172,7 @@ class GroupPPO:
         self.updates: list[dict[str, float]] = []
         self._reported = 0
         floor = g.explore_gate_floor
-        self.gate = None if floor is None else SuccessGate(model.obs_dim + model.action_dim, floor)
+        self.gate = None if floor is None else SuccessGate(model.in_dim, floor)
         # with the gate: the first episodes, one per seed, run the mean only (no update can
         # use them) so that the gate has learnt before any noise is added (as a critic is
         # trained before the actor moves)

@@ -2,7 +2,9 @@
 
 Input: the latest observation's features (the base contract's observation keys, flattened
 and concatenated, normalised as ``(x - obs_offset) / obs_scale``) and the base's action for
-this step, normalised to [-1, 1] by the action range. Output: a correction,
+this step, normalised to [-1, 1] by the action range; with ``relative`` (pairs of start
+indices of 3-vectors in the raw features), between the two also each pair's difference in
+mm, ``sign(d) log(1 + |d|)`` (``finetune.relative_positions``). Output: a correction,
 ``tanh(net(input)) * limit`` with ``limit = scale * (high - low) / 2`` per action element
 (``out_limit`` instead when given: a residual in another space, space.py), so
 ``|residual| <= limit`` always. The last layer starts near zero (exactly zero with
@@ -42,8 +44,10 @@ class ResidualMLP(nn.Module):
         activation: str = "relu",
         last_layer_init: float = 1e-3,
         out_limit: np.ndarray | None = None,
+        relative: Sequence[Sequence[int]] = (),
     ) -> None:
         super().__init__()
+        self.relative = [(int(a), int(b)) for a, b in relative]
         f32 = torch.float32
         low = torch.as_tensor(np.asarray(action_low), dtype=f32)
         high = torch.as_tensor(np.asarray(action_high), dtype=f32)
@@ -65,7 +69,12 @@ class ResidualMLP(nn.Module):
         self.action_dim = int(low.shape[0])
         self.out_dim = int(limit.shape[0])
         layers: list[nn.Module] = []
-        width = self.obs_dim + self.action_dim
+        for a, b in self.relative:
+            if min(a, b) < 0 or max(a, b) + 3 > self.obs_dim:
+                raise ValueError(f"relative pair ({a}, {b}) is outside {self.obs_dim} features")
+        # the network's input: normalised features, relative positions, base action
+        self.in_dim = self.obs_dim + 3 * len(self.relative) + self.action_dim
+        width = self.in_dim
         for h in self.hidden:
             layers += [nn.Linear(width, h), ACTIVATIONS[activation]()]
             width = h
@@ -88,7 +97,8 @@ class ResidualMLP(nn.Module):
         """The network's input (B, F + A): normalised observation, normalised base action."""
         x = (obs - self.obs_offset) / self.obs_scale
         a = (base_action - self.act_mid) / self.act_half
-        return torch.cat([x, a], dim=-1)
+        rel = [_symlog_mm(obs[..., i : i + 3] - obs[..., j : j + 3]) for i, j in self.relative]
+        return torch.cat([x, *rel, a], dim=-1)
 
     def from_features(self, feats: Tensor) -> Tensor:
         """Residual (B, D) from the normalised input."""
@@ -99,7 +109,18 @@ class ResidualMLP(nn.Module):
 
     def config(self) -> dict[str, object]:
         """Constructor arguments that are not tensors (saved in the contract)."""
-        return {"scale": self.scale, "hidden": self.hidden, "activation": self.activation}
+        return {
+            "scale": self.scale,
+            "hidden": self.hidden,
+            "activation": self.activation,
+            "relative": [list(p) for p in self.relative],
+        }
+
+
+def _symlog_mm(d: Tensor) -> Tensor:
+    """A difference of positions (m) in mm, squashed: sign(x) log(1 + |x|)."""
+    mm = d * 1000.0
+    return torch.sign(mm) * torch.log1p(torch.abs(mm))
 
 
 class NumpyNormaliser:
@@ -111,8 +132,14 @@ class NumpyNormaliser:
         self.act_mid = model.act_mid.numpy().astype(np.float64)
         self.act_half = model.act_half.numpy().astype(np.float64)
         self.limit = model.limit.numpy().astype(np.float64)
+        self.relative = list(model.relative)
 
     def features(self, obs: np.ndarray, base_action: np.ndarray) -> np.ndarray:
-        x = (np.asarray(obs, np.float64) - self.obs_offset) / self.obs_scale
+        raw = np.asarray(obs, np.float64)
+        x = (raw - self.obs_offset) / self.obs_scale
         a = (np.asarray(base_action, np.float64) - self.act_mid) / self.act_half
-        return np.concatenate([x, a]).astype(np.float32)
+        rel = []
+        for i, j in self.relative:
+            mm = (raw[i : i + 3] - raw[j : j + 3]) * 1000.0
+            rel.append(np.sign(mm) * np.log1p(np.abs(mm)))
+        return np.concatenate([x, *rel, a]).astype(np.float32)

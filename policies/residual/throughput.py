@@ -49,7 +49,13 @@ def measure(
     offset, scale = observation_stats(probe, 1, 50_000, probe.base.contract)
     spec = probe.robot_spec
     model = ResidualMLP(
-        offset, scale, spec.action.low_array(), spec.action.high_array(), fcfg.scale, fcfg.hidden
+        offset,
+        scale,
+        spec.action.low_array(),
+        spec.action.high_array(),
+        fcfg.scale,
+        fcfg.hidden,
+        relative=probe.relative,
     )
     probe.close()
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tether.core.config import ExperimentConfig, dump_config
-from tether.core.errors import TetherError
+from tether.core.errors import ConfigError, TetherError
 from tether.policies.progress import Progress
 from tether.policies.residual.checkpoint import (
     as_list,
@@ -205,6 +205,12 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             fcfg.activation,
             fcfg.last_layer_init,
             out_limit=eval_env.space.limit,
+            relative=eval_env.relative,
+        )
+    if model.relative != eval_env.relative:
+        raise ConfigError(
+            f"{out}: the checkpoint's residual sees relative positions {model.relative}, "
+            f"finetune.relative_positions gives {eval_env.relative}; resume with the same"
         )
     norm = NumpyNormaliser(model)
     eval_env.normaliser = norm

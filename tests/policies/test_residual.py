@@ -24,7 +24,13 @@ EXPERIMENT = REPO / "configs/experiments/panda_reach_residual.yaml"
 LIFT_MODEL = REPO / "models/panda_lift_diffusion"
 
 
-def make_model(obs_dim: int = 9, dim: int = 3, init: float = 1e-3, seed: int = 0) -> ResidualMLP:
+def make_model(
+    obs_dim: int = 9,
+    dim: int = 3,
+    init: float = 1e-3,
+    seed: int = 0,
+    relative: tuple[tuple[int, int], ...] = (),
+) -> ResidualMLP:
     torch.manual_seed(seed)
     g = np.random.default_rng(seed)
     return ResidualMLP(
@@ -35,6 +41,7 @@ def make_model(obs_dim: int = 9, dim: int = 3, init: float = 1e-3, seed: int = 0
         scale=0.1,
         hidden=(32, 32),
         last_layer_init=init,
+        relative=relative,
     )
 
 
@@ -57,12 +64,31 @@ def test_residual_never_exceeds_its_scale() -> None:
     assert (out.abs().amax(0) > 0.99 * limit).all()  # and it does reach it
 
 
-def test_numpy_normaliser_matches_the_model() -> None:
-    model = make_model()
+@pytest.mark.parametrize("relative", [(), ((0, 6), (3, 6))])
+def test_numpy_normaliser_matches_the_model(relative: tuple[tuple[int, int], ...]) -> None:
+    model = make_model(relative=relative)
     norm = NumpyNormaliser(model)
-    x, a = np.random.default_rng(1).normal(size=9), np.array([0.3, -1.0, 0.01])
+    x, a = np.random.default_rng(1).normal(size=9) * 0.01, np.array([0.3, -1.0, 0.01])
     ref = model.features(torch.tensor(x[None], dtype=torch.float32), torch.tensor(a[None]))
-    np.testing.assert_allclose(norm.features(x, a), ref[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(norm.features(x, a), ref[0].numpy(), atol=1e-5)
+    assert model.in_dim == 9 + 3 * len(relative) + 3 == ref.shape[1]
+
+
+def test_relative_positions_are_millimetres_squashed() -> None:
+    """finetune.relative_positions: between the normalised features and the base action,
+    a's position minus b's in mm as sign(x) log(1 + |x|): 0 mm -> 0, +-1 mm -> +-log 2,
+    2 mm -> log 3; a pair outside the features is refused."""
+    model = make_model(obs_dim=14, relative=((0, 7),))
+    norm = NumpyNormaliser(model)
+    x = np.zeros(14)
+    x[7:10] = [0.40, -0.10, 0.05]  # b
+    x[0:3] = x[7:10] + [0.0, 0.001, -0.001]  # a: 0, +1 mm, -1 mm off b
+    rel = norm.features(x, np.zeros(3))[14:17]
+    np.testing.assert_allclose(rel, [0.0, np.log(2.0), -np.log(2.0)], atol=1e-4)
+    x[1] += 0.001  # 2 mm
+    assert norm.features(x, np.zeros(3))[15] == pytest.approx(np.log(3.0), abs=1e-4)
+    with pytest.raises(ValueError, match="outside 14 features"):
+        make_model(obs_dim=14, relative=((0, 12),))
 
 
 def test_finetune_section_is_validated() -> None:
@@ -92,14 +118,16 @@ def test_serving_imports_without_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_export_parity(tmp_path: Path) -> None:
+@pytest.mark.parametrize("relative", [(), ((9, 16),)])
+def test_export_parity(tmp_path: Path, relative: tuple[tuple[int, int], ...]) -> None:
+    """The exported graph equals torch, with the relative positions computed inside it."""
     pytest.importorskip("onnxruntime")
     from tether.policies.residual.export import export_residual, parity
 
-    model = make_model(obs_dim=16, dim=3, init=0.5)
+    model = make_model(obs_dim=23, dim=3, init=0.5, relative=relative)
     offset = np.array([0.0, 0.05, 0.0])
-    path = export_residual(model, ["state", "env_state"], [9, 7], tmp_path, offset)
-    assert parity(model, [9, 7], path, offset) <= 1e-4
+    path = export_residual(model, ["state", "env_state"], [9, 14], tmp_path, offset)
+    assert parity(model, [9, 14], path, offset) <= 1e-4
 
 
 class FiveRowBase:
@@ -736,6 +764,51 @@ def test_fused_graph_equals_two_graphs(tmp_path: Path) -> None:
     two = res.run(None, {"state": feeds["state"][:, -1], "env_state": feeds["env_state"][:, -1],
                          "base_action": chunk[:, 0]})[0]  # fmt: skip
     np.testing.assert_allclose(fused.run(None, feeds)[0], two, atol=1e-5)
+
+
+INSERT_RESIDUAL = REPO / "configs/experiments/panda_insert_residual.yaml"
+
+
+@mujoco
+def test_the_env_gives_the_residual_the_peg_to_hole_offset() -> None:
+    """finetune.relative_positions=[[peg, hole]] on peg-in-hole: the learner's observation
+    holds the peg's position minus the hole's, in squashed mm, as the simulator has them;
+    an object the task does not have, or no env_state to read it from, is one sentence."""
+    from tether.policies.residual.env import ResidualEnv
+
+    cfg = load_config(INSERT_RESIDUAL, ["finetune.relative_positions=[[peg,hole]]"])
+    assert cfg.finetune is not None
+    env = ResidualEnv(cfg, cfg.finetune, None)
+    try:
+        assert env.keys == ["state", "env_state"] and env.task.objects == ("peg", "hole")
+        n = env.obs_dim
+        model = ResidualMLP(
+            np.zeros(n), np.ones(n), env.robot_spec.action.low_array(),
+            env.robot_spec.action.high_array(), 0.02, (8,), relative=env.relative,
+        )  # fmt: skip
+        env.normaliser = NumpyNormaliser(model)
+        assert env.observation_space.shape == (model.in_dim,)
+        env.reset(seed=3)
+        for _ in range(40):
+            obs = env.step_residual(np.zeros(env.robot_spec.action.dim))[0]
+        peg = np.asarray(env.backend.body_pose("peg")[0])
+        hole = np.asarray(env.backend.body_pose("hole")[0])
+        mm = (peg - hole) * 1000.0
+        assert np.abs(mm).max() > 10.0  # the peg is still far from the hole
+        np.testing.assert_allclose(obs[n : n + 3], np.sign(mm) * np.log1p(np.abs(mm)), atol=1e-4)
+    finally:
+        env.close()
+    for bad, match in [
+        (["finetune.relative_positions=[[peg,lid]]"], "lid is not an object of task"),
+        (
+            ["finetune.relative_positions=[[peg,hole]]", "finetune.observation_keys=[state]"],
+            "reads the objects' positions from env_state",
+        ),
+    ]:
+        cfg = load_config(INSERT_RESIDUAL, bad)
+        assert cfg.finetune is not None
+        with pytest.raises(ConfigError, match=match):
+            ResidualEnv(cfg, cfg.finetune, None)
 
 
 VLA_RESIDUAL = REPO / "configs/experiments/panda_multitask_vla_residual.yaml"
