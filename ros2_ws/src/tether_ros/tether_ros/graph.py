@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tether.core import registry
 from tether.core.config import ExperimentConfig, load_config
-from tether.core.errors import ConfigError
+from tether.core.errors import ConfigError, TetherError
 from tether.core.paths import find_given
 from tether_ros.kinds import experiment_io, kind_io
 
@@ -260,8 +260,67 @@ def _die_with_parent() -> None:
         pass  # not Linux: stop() still cleans up on a normal exit
 
 
+# how long a graph about to start listens for another one on its ROS 2 domain (discovery on
+# one machine takes 20-70 ms here)
+DOMAIN_PROBE_S = 0.5
+DDS_ENV = ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID")
+
+
+def domain_conflict(
+    nodes: list[NodeSpec], env: dict[str, str], wait_s: float = DOMAIN_PROBE_S
+) -> str | None:
+    """One sentence if another graph already runs where ``nodes`` would: a node of the same
+    name in the same namespace on this ROS 2 domain, or, for a simulated graph, a /clock
+    already published (another simulation, or a robot's bridge); None when the domain is free (after listening ``wait_s``).
+
+    Two graphs on one domain mix silently: each sim bridge takes both policies' commands,
+    each supervisor's resets reach both bridges, and a recording saves the other's episodes."""
+    import rclpy
+    from rclpy.node import Node
+
+    for key in DDS_ENV:  # listen with the nodes' DDS settings (the supervisor does the same)
+        if key in env:
+            os.environ[key] = env[key]
+    wanted = {("/" + n.namespace.strip("/"), n.name) for n in nodes}
+    simulated = any(n.name == "sim_bridge" for n in nodes)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        probe = Node(
+            "tether_domain_probe",
+            context=ctx,
+            start_parameter_services=False,
+            enable_rosout=False,
+        )
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = sorted(
+                f"{ns.rstrip('/')}/{name}"
+                for name, ns in probe.get_node_names_and_namespaces()
+                if (ns, name) in wanted
+            )
+            clock = simulated and probe.count_publishers("/clock") > 0
+            if found or clock or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        probe.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
+    if not found and not clock:
+        return None
+    what = f"nodes {', '.join(found)}" if found else "a /clock published by another graph"
+    domain = env.get("ROS_DOMAIN_ID", "0")
+    return (
+        f"ROS_DOMAIN_ID {domain} already has {what}: another graph (tether up, record, "
+        "eval --ros, a launch file) runs there, and two graphs on one domain take each "
+        "other's commands, resets and recordings; stop it, or start this one on a free "
+        "domain (ROS_DOMAIN_ID=<n> or ros.domain_id in the experiment)"
+    )
+
+
 class GraphProcesses:
-    """Start each node as its own process; stop all of them on exit or when one dies."""
+    """Start each node as its own process; stop all of them on exit or when one dies.
+    A graph refuses to start where another already runs (:func:`domain_conflict`)."""
 
     def __init__(self, nodes: list[NodeSpec], env: dict[str, str], log_dir: Path | None = None):
         self.nodes = nodes
@@ -270,6 +329,9 @@ class GraphProcesses:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:
+        why = domain_conflict(self.nodes, self.env)
+        if why is not None:
+            raise TetherError(why)
         for node in self.nodes:
             out = None
             if self.log_dir is not None:

@@ -21,10 +21,8 @@ from tether.core.config import ExperimentConfig
 from tether.core.errors import TetherError
 from tether_ros import conversions as conv
 from tether_ros import interface as itf
-from tether_ros.graph import GraphProcesses
+from tether_ros.graph import DDS_ENV, GraphProcesses
 from tether_ros.kinds import experiment_io
-
-DDS_ENV = ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID")
 
 
 class EpisodeSupervisor:

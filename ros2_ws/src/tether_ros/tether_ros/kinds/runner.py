@@ -23,6 +23,7 @@ fleet's bridge (tether_ros.kinds.quadcopter_sim) is an EpisodeBridge too.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,7 +36,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from tether.core.config import ExperimentConfig
-from tether.core.errors import InvalidCommand, StaleCommand
+from tether.core.errors import InvalidCommand, StaleCommand, TetherError
 from tether.core.protocols import SimBackend
 from tether.core.spec import CameraSpec, RobotSpec
 from tether.core.timing import now_ns
@@ -168,12 +169,20 @@ class EpisodeBridge:
         self._read = Readers()
 
         # a simulator with a clock of its own (Isaac Sim) publishes /clock itself
-        self.pub_clock = (
-            None
-            if getattr(world.backend, "external_clock", False)
-            else node.create_publisher(
-                Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB
+        own_clock = not getattr(world.backend, "external_clock", False)
+        if own_clock and node.get_name() == "sim_bridge" and node.count_publishers(itf.CLOCK):
+            # another graph on this domain (one started without tether's check, e.g. by a
+            # launch file): its commands and resets would reach this simulation
+            raise TetherError(
+                "another graph already publishes /clock on ROS_DOMAIN_ID "
+                f"{os.environ.get('ROS_DOMAIN_ID', '0')}: two simulations on one domain take "
+                "each other's commands and resets; stop it, or start this one on a free "
+                "domain (ROS_DOMAIN_ID=<n> or ros.domain_id in the experiment)"
             )
+        self.pub_clock = (
+            node.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB)
+            if own_clock
+            else None
         )
         self.pub_status = node.create_publisher(
             String, itf.EPISODE_STATUS, itf.EVENT_QOS, event_callbacks=itf.FAST_PUB
