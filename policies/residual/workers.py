@@ -126,13 +126,18 @@ def normaliser_from_arrays(arrays: dict[str, np.ndarray]) -> NumpyNormaliser:
     norm = NumpyNormaliser.__new__(NumpyNormaliser)
     for name in NORMALISER_FIELDS:
         setattr(norm, name, np.asarray(arrays[f"norm/{name}"], np.float64))
+    pairs = np.asarray(arrays.get("norm/relative", np.zeros((0, 2))), np.int64).reshape(-1, 2)
+    norm.relative = [(int(a), int(b)) for a, b in pairs]
     return norm
 
 
 def normaliser_arrays(norm: NumpyNormaliser | None) -> dict[str, np.ndarray]:
     if norm is None:
         return {}
-    return {f"norm/{k}": np.asarray(getattr(norm, k)) for k in NORMALISER_FIELDS}
+    out = {f"norm/{k}": np.asarray(getattr(norm, k)) for k in NORMALISER_FIELDS}
+    # finetune.relative_positions: the pairs of feature indices (int64, (n, 2))
+    out["norm/relative"] = np.asarray(norm.relative, np.int64).reshape(-1, 2)
+    return out
 
 
 class EnvGroup:

@@ -58,6 +58,7 @@ def _normaliser(cfg: Any) -> Any:
     model = ResidualMLP(
         g.normal(size=probe.obs_dim), g.uniform(0.5, 2.0, probe.obs_dim),
         spec.action.low_array(), spec.action.high_array(), 0.1, (8,),
+        relative=probe.relative,
     )  # fmt: skip
     probe.close()
     return NumpyNormaliser(model)
@@ -98,6 +99,8 @@ def test_local_workers_give_the_inline_transitions() -> None:
     TimeLimit.truncated, reset infos), through time-limit ends and auto-resets; close()
     leaves no process behind."""
     short = ["task.max_duration_s=0.3", "finetune.n_envs=3", "finetune.n_workers=2"]
+    # relative positions in the input too (the workers must compute them as inline does)
+    short.append("finetune.relative_positions=[[target,target]]")
     inline_cfg, local_cfg = _cfg("inline", short), _cfg("local", short)
     norm = _normaliser(inline_cfg)
     before = children()
