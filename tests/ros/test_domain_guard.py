@@ -22,6 +22,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from tether.core.config import load_config  # noqa: E402
 from tether.core.errors import TetherError  # noqa: E402
+from tether_ros import graph as graph_mod  # noqa: E402
 from tether_ros import interface as itf  # noqa: E402
 from tether_ros.graph import GraphProcesses, domain_conflict, graph_env, plan_graph  # noqa: E402
 from tether_ros.sim_bridge import SimBridge  # noqa: E402
@@ -42,9 +43,14 @@ def _wait_seen(probe: Node, pred, timeout_s: float = 5.0) -> None:  # noqa: ANN0
     assert pred()
 
 
-def test_a_free_domain_starts_and_a_busy_one_is_refused_before_any_node(repo) -> None:  # noqa: ANN001
+def test_a_free_domain_starts_and_a_busy_one_is_refused_before_any_node(  # noqa: ANN001
+    repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     nodes, env = _graph(repo)
     assert domain_conflict(nodes, env) is None  # nothing else on the test's domain
+    # a loaded machine (the suite's other worker) can take longer than the default to
+    # discover: listen longer here (a conflict ends the listening as soon as it is seen)
+    monkeypatch.setattr(graph_mod, "DOMAIN_PROBE_S", 10.0)
     with ros_context() as ctx:
         other = Node("other_sim", context=ctx)
         other.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS)
@@ -53,9 +59,12 @@ def test_a_free_domain_starts_and_a_busy_one_is_refused_before_any_node(repo) ->
         assert why is not None and "a /clock published by another graph" in why
         assert f"ROS_DOMAIN_ID {env.get('ROS_DOMAIN_ID', '0')}" in why
         graph = GraphProcesses(nodes, env)
-        with pytest.raises(TetherError, match="two graphs on one domain"):
-            graph.start()
-        assert graph.procs == {}  # refused before a single node process started
+        try:
+            with pytest.raises(TetherError, match="two graphs on one domain"):
+                graph.start()
+            assert graph.procs == {}  # refused before a single node process started
+        finally:
+            graph.stop()  # (a start that was not refused leaves no graph behind)
         other.destroy_node()
     # the other simulator gone, the domain is free again
     assert domain_conflict(nodes, env, wait_s=0.3) is None
@@ -72,7 +81,7 @@ def test_a_node_of_the_graph_already_running_is_named(repo) -> None:  # noqa: AN
         assert domain_conflict(nodes, env, wait_s=0.3) is None
         same = Node("policy_server", namespace="arm1", context=ctx)
         _wait_seen(same, lambda: ("policy_server", "/arm1") in _names(same))
-        why = domain_conflict(nodes, env)
+        why = domain_conflict(nodes, env, wait_s=10.0)
         assert why is not None and "nodes /arm1/policy_server" in why
         same.destroy_node()
         elsewhere.destroy_node()

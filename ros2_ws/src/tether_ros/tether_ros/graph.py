@@ -261,17 +261,19 @@ def _die_with_parent() -> None:
 
 
 # how long a graph about to start listens for another one on its ROS 2 domain (discovery on
-# one machine takes 20-70 ms here)
-DOMAIN_PROBE_S = 0.5
+# one idle machine takes 20-70 ms here; a busy one, several test graphs at once, can need
+# several hundred)
+DOMAIN_PROBE_S = 1.0
 DDS_ENV = ("RMW_IMPLEMENTATION", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_DOMAIN_ID")
 
 
 def domain_conflict(
-    nodes: list[NodeSpec], env: dict[str, str], wait_s: float = DOMAIN_PROBE_S
+    nodes: list[NodeSpec], env: dict[str, str], wait_s: float | None = None
 ) -> str | None:
     """One sentence if another graph already runs where ``nodes`` would: a node of the same
     name in the same namespace on this ROS 2 domain, or, for a simulated graph, a /clock
-    already published (another simulation, or a robot's bridge); None when the domain is free (after listening ``wait_s``).
+    already published (another simulation, or a robot's bridge); None when the domain is free
+    (after listening ``wait_s``, by default ``DOMAIN_PROBE_S``; a conflict ends it early).
 
     Two graphs on one domain mix silently: each sim bridge takes both policies' commands,
     each supervisor's resets reach both bridges, and a recording saves the other's episodes."""
@@ -292,7 +294,7 @@ def domain_conflict(
             start_parameter_services=False,
             enable_rosout=False,
         )
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + (DOMAIN_PROBE_S if wait_s is None else wait_s)
         while True:
             found = sorted(
                 f"{ns.rstrip('/')}/{name}"
