@@ -39,7 +39,7 @@ from tether.core import registry
 from tether.core.config import ExperimentConfig
 from tether.core.errors import ConfigError
 from tether.core.experiment import build_task, max_episode_steps, workspace_fk
-from tether.core.protocols import Policy
+from tether.core.protocols import Policy, Task
 from tether.core.safety import SafetyFilter
 from tether.core.spec import RobotSpec, cameras_due
 from tether.core.types import IMAGE_PREFIX, Observation
@@ -266,7 +266,7 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
 
 
 def relative_indices(
-    pairs: list[tuple[str, str]], keys: list[str], obs: Observation, task: Any
+    pairs: list[tuple[str, str]], keys: list[str], obs: Observation, task: Task
 ) -> list[tuple[int, int]]:
     """``finetune.relative_positions`` as start indices of each object's position in the
     residual's raw features (env_state holds 7 per task object: position, quaternion)."""
@@ -277,7 +277,7 @@ def relative_indices(
             "finetune.relative_positions reads the objects' positions from env_state; the "
             f"residual observes {keys} (add env_state to finetune.observation_keys)"
         )
-    objects = list(getattr(task, "objects", ()))
+    objects = list(task.objects)
     start = 0
     for key in keys:
         if key == "env_state":
@@ -289,7 +289,7 @@ def relative_indices(
         if unknown:
             raise ConfigError(
                 f"finetune.relative_positions: {', '.join(unknown)} is not an object of task "
-                f"'{getattr(task, 'name', '?')}' (its objects: {', '.join(objects) or 'none'})"
+                f"'{task.name}' (its objects: {', '.join(objects) or 'none'})"
             )
         out.append((start + 7 * objects.index(a), start + 7 * objects.index(b)))
     return out

@@ -39,7 +39,8 @@ def measure(
     import torch
 
     from tether.policies.residual import ppo
-    from tether.policies.residual.model import NumpyNormaliser, ResidualMLP
+    from tether.policies.residual.model import NumpyNormaliser
+    from tether.policies.residual.trainer import fresh_model
 
     torch.set_num_threads(1)
     extra = [f"finetune.workers={workers}", f"finetune.n_workers={n_workers}"]
@@ -47,16 +48,7 @@ def measure(
     fcfg = cfg.finetune
     probe = ResidualEnv(cfg, fcfg, None)
     offset, scale = observation_stats(probe, 1, 50_000, probe.base.contract)
-    spec = probe.robot_spec
-    model = ResidualMLP(
-        offset,
-        scale,
-        spec.action.low_array(),
-        spec.action.high_array(),
-        fcfg.scale,
-        fcfg.hidden,
-        relative=probe.relative,
-    )
+    model = fresh_model(probe, fcfg, offset, scale)
     probe.close()
     t0 = time.perf_counter()
     venv = make_venv(cfg, fcfg, NumpyNormaliser(model), squash=True)

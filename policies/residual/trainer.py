@@ -169,6 +169,27 @@ def base_description(cfg: ExperimentConfig, fcfg: FinetuneConfig) -> dict[str, A
     return {**base, "offset": fcfg.base_offset, "replan": fcfg.base_replan}
 
 
+def fresh_model(
+    env: ResidualEnv, fcfg: FinetuneConfig, offset: np.ndarray, scale: np.ndarray
+) -> ResidualMLP:
+    """An untrained residual for ``env``: the finetune section's network, the env's action
+    range, residual space and relative positions, ``offset`` / ``scale`` normalising its
+    features (observation_stats)."""
+    spec = env.robot_spec
+    return ResidualMLP(
+        offset,
+        scale,
+        spec.action.low_array(),
+        spec.action.high_array(),
+        fcfg.scale,
+        fcfg.hidden,
+        fcfg.activation,
+        fcfg.last_layer_init,
+        out_limit=env.space.limit,
+        relative=env.relative,
+    )
+
+
 def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     """Fine-tune; writes the checkpoint, learning_curve.png and train.json to ``out``."""
     import torch
@@ -194,19 +215,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
         )
         # at most this many (episodes end early on success)
         stats_steps = int(fcfg.stats_episodes * eval_env.max_steps)
-        spec = eval_env.robot_spec
-        model = ResidualMLP(
-            offset,
-            scale,
-            spec.action.low_array(),
-            spec.action.high_array(),
-            fcfg.scale,
-            fcfg.hidden,
-            fcfg.activation,
-            fcfg.last_layer_init,
-            out_limit=eval_env.space.limit,
-            relative=eval_env.relative,
-        )
+        model = fresh_model(eval_env, fcfg, offset, scale)
     if model.relative != eval_env.relative:
         raise ConfigError(
             f"{out}: the checkpoint's residual sees relative positions {model.relative}, "

@@ -126,8 +126,7 @@ def normaliser_from_arrays(arrays: dict[str, np.ndarray]) -> NumpyNormaliser:
     norm = NumpyNormaliser.__new__(NumpyNormaliser)
     for name in NORMALISER_FIELDS:
         setattr(norm, name, np.asarray(arrays[f"norm/{name}"], np.float64))
-    pairs = np.asarray(arrays.get("norm/relative", np.zeros((0, 2))), np.int64).reshape(-1, 2)
-    norm.relative = [(int(a), int(b)) for a, b in pairs]
+    norm.relative = [(int(a), int(b)) for a, b in arrays["norm/relative"].reshape(-1, 2)]
     return norm
 
 

@@ -22,6 +22,7 @@ from tether.core import registry
 from tether.core.config import ExperimentConfig, load_config
 from tether.core.errors import ConfigError, TetherError
 from tether.core.paths import find_given
+from tether_ros import interface as itf
 from tether_ros.kinds import experiment_io, kind_io
 
 
@@ -315,8 +316,7 @@ def domain_conflict(
     return (
         f"ROS_DOMAIN_ID {domain} already has {what}: another graph (tether up, record, "
         "eval --ros, a launch file) runs there, and two graphs on one domain take each "
-        "other's commands, resets and recordings; stop it, or start this one on a free "
-        "domain (ROS_DOMAIN_ID=<n> or ros.domain_id in the experiment)"
+        f"other's commands, resets and recordings; {itf.FREE_DOMAIN}"
     )
 
 

@@ -16,6 +16,12 @@ from rclpy.qos import (
 )
 
 CLOCK = "/clock"
+# what a graph that finds another on its ROS 2 domain tells the user to do (graph.py, the sim
+# bridge)
+FREE_DOMAIN = (
+    "stop it, or start this one on a free domain (ROS_DOMAIN_ID=<n> or ros.domain_id in "
+    "the experiment)"
+)
 JOINT_STATES = "joint_states"
 JOINT_TRAJECTORY = "joint_trajectory"
 EPISODE_STATUS = "episode_status"

@@ -139,6 +139,10 @@ class EpisodeBridge:
     endpoints, then calls :meth:`begin`; it provides :meth:`_publish_obs` and
     :meth:`_advance` and steps the world from its own timers."""
 
+    # a simulation: refuse to start where another graph already publishes /clock (robots'
+    # bridges, which may share a domain in their namespaces, say False)
+    sole_clock = True
+
     def __init__(self, node: Node, cfg: ExperimentConfig, world: EpisodeWorld) -> None:
         self.node = node
         self.cfg = cfg
@@ -170,14 +174,13 @@ class EpisodeBridge:
 
         # a simulator with a clock of its own (Isaac Sim) publishes /clock itself
         own_clock = not getattr(world.backend, "external_clock", False)
-        if own_clock and node.get_name() == "sim_bridge" and node.count_publishers(itf.CLOCK):
+        if own_clock and self.sole_clock and node.count_publishers(itf.CLOCK):
             # another graph on this domain (one started without tether's check, e.g. by a
             # launch file): its commands and resets would reach this simulation
             raise TetherError(
                 "another graph already publishes /clock on ROS_DOMAIN_ID "
                 f"{os.environ.get('ROS_DOMAIN_ID', '0')}: two simulations on one domain take "
-                "each other's commands and resets; stop it, or start this one on a free "
-                "domain (ROS_DOMAIN_ID=<n> or ros.domain_id in the experiment)"
+                f"each other's commands and resets; {itf.FREE_DOMAIN}"
             )
         self.pub_clock = (
             node.create_publisher(Clock, itf.CLOCK, itf.CLOCK_QOS, event_callbacks=itf.FAST_PUB)

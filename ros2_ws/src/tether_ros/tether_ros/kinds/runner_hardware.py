@@ -29,6 +29,9 @@ class HardwareRunnerBridge(RunnerBridge):
     now, a base gets a zero twist); the robot then waits until its driver acknowledged it.
     """
 
+    # robots may share a domain (in their namespaces); only simulations refuse another /clock
+    sole_clock = False
+
     def __init__(
         self, node: Node, cfg: ExperimentConfig, robot: Robot | None, topics: TopicsFactory
     ) -> None:
