@@ -109,3 +109,64 @@ def test_nodes_spin_on_the_executor_their_experiment_names(repo):
         assert isinstance(single, SingleThreadedExecutor)
         events.shutdown()
         single.shutdown()
+
+
+SIGNAL_INSIDE_SIGNAL_NODE = """
+import signal, sys
+from rclpy.node import Node
+from tether_ros import runtime
+
+
+class Stops(Node):
+    def __init__(self):
+        super().__init__("stops")
+        self.create_timer(0.05, self.first_signal)
+        self.done = False
+
+    def first_signal(self):
+        if self.done:
+            return
+        self.done = True
+        handler = signal.getsignal(signal.SIGINT)
+
+        # a second signal lands at every line the first handler runs, however deep (inside
+        # threading.Event.set() with its lock held, where the old handler deadlocked): the
+        # trace function runs untraced, so the nested handler is a plain second signal
+        def at_each_line(frame, event, arg):
+            if event == "line":
+                handler(signal.SIGTERM, None)
+            return at_each_line
+
+        sys.settrace(lambda frame, event, arg: at_each_line)
+        try:
+            handler(signal.SIGINT, None)
+        finally:
+            sys.settrace(None)
+        print("handled", flush=True)
+
+    def close(self):
+        print("closed", flush=True)
+
+
+raise SystemExit(runtime.run_node(Stops, args=[]))
+"""
+
+
+def test_a_signal_inside_the_signal_handler_still_ends_in_the_safe_stop():
+    """Ctrl-C twice in quick succession (or launch's SIGINT then SIGTERM): the second signal
+    can land while the first handler runs. The node still leaves its spin loop, runs close()
+    and exits 0; a handler that took a lock (threading.Event.set) hung here for good."""
+    import subprocess
+    import sys
+
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", SIGNAL_INSIDE_SIGNAL_NODE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the node hung in its signal handler: {exc.stdout!r}") from None
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["handled", "closed"], r.stdout

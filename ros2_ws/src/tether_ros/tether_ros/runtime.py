@@ -81,11 +81,14 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
         args=args if args is not None else sys.argv,
         signal_handler_options=SignalHandlerOptions.NO,
     )
-    stop = threading.Event()
+    # a plain flag, not a threading.Event: Event.set() takes a lock, and a second signal
+    # landing while the first handler holds it re-entered set() and deadlocked the node
+    # before its close() (the safe stop) could run
+    stop = {"requested": False}
     spinning = False
 
     def on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
+        stop["requested"] = True
         if not spinning:
             raise KeyboardInterrupt
 
@@ -102,10 +105,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
         executor = make_executor(kind=node_executor_kind(node))
         executor.add_node(node)
         spinning = True  # from here a signal ends the loop below instead of raising
-        while not stop.is_set() and rclpy.ok():
+        while not stop["requested"] and rclpy.ok():
             executor.spin_once(timeout_sec=SIGNAL_POLL_S)
     except TetherError as exc:
-        if not stop.is_set():
+        if not stop["requested"]:
             print(f"error: {exc}", file=sys.stderr)
             code = 2
         # else: Ctrl-C landed while the node was being built, and the code it interrupted
