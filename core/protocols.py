@@ -59,6 +59,39 @@ class SimBackend(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Snapshotting(Protocol):
+    """A SimBackend that saves its whole state in memory and goes back to it: branching
+    several continuations from one moment of an episode (a learner's group of rollouts from
+    the state that matters) without replaying the steps that led there.
+
+    A snapshot is opaque, belongs to the backend that took it, and may be restored any
+    number of times, into a later episode too. After ``restore`` the same actions give the
+    same observations as after the snapshot was taken (the physics, the control targets,
+    ``sim_time`` and the task's episode attributes all go back). Nothing is written to disk.
+    """
+
+    def snapshot(self) -> Any:
+        """The current state, to give to ``restore``."""
+        ...
+
+    def restore(self, snapshot: Any) -> Observation:
+        """Go back to ``snapshot``'s state; the observation there."""
+        ...
+
+
+def task_attributes(task: Task | None) -> dict[str, Any]:
+    """A task's episode attributes for a snapshot (a shallow copy: tasks assign new values
+    when they update, they do not change arrays in place)."""
+    return dict(vars(task)) if task is not None else {}
+
+
+def restore_task_attributes(task: Task | None, saved: dict[str, Any]) -> None:
+    if task is not None:
+        vars(task).clear()
+        vars(task).update(saved)
+
+
 class BodyShape(BaseModel):
     """One shape of a task body (collision and visual), placed in the body's frame.
 

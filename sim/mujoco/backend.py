@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
-from tether.core.protocols import Task, TaskBody
+from tether.core.protocols import Task, TaskBody, restore_task_attributes, task_attributes
 from tether.core.robot import ArmDescription, RobotDescription
 from tether.core.types import Observation, StepResult
 from tether.sim.mujoco.config_mujoco import MujocoConfig
@@ -71,6 +72,16 @@ def _add_task_body(spec: Any, body: TaskBody) -> None:
         if not body.collide:
             g.contype = 0
             g.conaffinity = 0
+
+
+@dataclass(frozen=True)
+class MujocoSnapshot:
+    """MujocoBackend.snapshot(): a copy of the MjData and what the backend counts."""
+
+    owner: int
+    data: Any
+    steps: int
+    task: dict[str, Any]
 
 
 class MujocoBackend:
@@ -334,6 +345,24 @@ class MujocoBackend:
         quat = np.empty(4)
         mujoco.mju_mat2Quat(quat, self._tcp_mat)
         return self._tcp_pos.copy(), quat
+
+    def snapshot(self) -> MujocoSnapshot:
+        """A copy of the whole MjData (state, controls, the solver's warm start and what
+        mj_step computed from them, so the restored observation is the one read here), the
+        control step count and the task's episode attributes (Snapshotting)."""
+        data = mujoco.MjData(self.model)
+        mujoco.mj_copyData(data, self.model, self.data)
+        return MujocoSnapshot(id(self), data, self._steps, task_attributes(self.task))
+
+    def restore(self, snapshot: MujocoSnapshot) -> Observation:
+        """Back to ``snapshot`` (taken by this backend); the observation there."""
+        if not isinstance(snapshot, MujocoSnapshot) or snapshot.owner != id(self):
+            raise ValueError("restore: the snapshot was not taken by this backend")
+        # into this MjData's own arrays: the views of _hot_paths stay valid
+        mujoco.mj_copyData(self.data, self.model, snapshot.data)
+        self._steps = snapshot.steps
+        restore_task_attributes(self.task, snapshot.task)
+        return self.observe()
 
     def close(self) -> None:
         if self._viewer is not None:

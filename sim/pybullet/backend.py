@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tether.core.errors import ConfigError, MissingDependency
-from tether.core.protocols import Task
+from tether.core.protocols import Task, restore_task_attributes, task_attributes
 from tether.core.robot import ArmDescription, PybulletCamera, RobotDescription
 from tether.core.types import Observation, StepResult
 from tether.sim import scene
@@ -32,6 +34,31 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 # clipping planes of the cameras (m)
 NEAR, FAR = 0.01, 10.0
+
+
+def _remove_state(cid: int, state: int) -> None:
+    """Free a saved state of a client that is still connected (a snapshot's finaliser)."""
+    try:
+        if pb.getConnectionInfo(cid)["isConnected"]:
+            pb.removeState(state, physicsClientId=cid)
+    except pb.error:  # the client went away first
+        pass
+
+
+@dataclass(eq=False)
+class PybulletSnapshot:
+    """PybulletBackend.snapshot(): a state saved in the physics client's memory (freed
+    with the snapshot) and what the backend counts. The motor targets are not in it: every
+    step sets them before it simulates."""
+
+    cid: int
+    state: int
+    steps: int
+    task: dict[str, Any]
+    _free: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._free = weakref.finalize(self, _remove_state, self.cid, self.state)
 
 
 def _wxyz(q_xyzw: Any) -> np.ndarray:
@@ -374,6 +401,21 @@ class PybulletBackend:
         hp, hq = self._link_pose(self._tcp_link)
         R = np.asarray(pb.getMatrixFromQuaternion(hq), dtype=np.float64).reshape(3, 3)
         return hp + self.robot.pybullet.tcp_offset * R[:, 2], _wxyz(hq)
+
+    def snapshot(self) -> PybulletSnapshot:
+        """The physics state (pybullet.saveState: poses, velocities, contacts), the control
+        step count and the task's episode attributes (Snapshotting)."""
+        state = pb.saveState(physicsClientId=self._cid)
+        return PybulletSnapshot(self._cid, state, self._steps, task_attributes(self.task))
+
+    def restore(self, snapshot: PybulletSnapshot) -> Observation:
+        """Back to ``snapshot`` (taken by this backend); the observation there."""
+        if not isinstance(snapshot, PybulletSnapshot) or snapshot.cid != self._cid:
+            raise ValueError("restore: the snapshot was not taken by this backend")
+        pb.restoreState(stateId=snapshot.state, physicsClientId=self._cid)
+        self._steps = snapshot.steps
+        restore_task_attributes(self.task, snapshot.task)
+        return self.observe()
 
     def close(self) -> None:
         """Disconnect the physics client; safe to call twice."""

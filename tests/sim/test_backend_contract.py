@@ -21,7 +21,7 @@ from arm_cases import (
 
 from tether.core import registry
 from tether.core.errors import ConfigError
-from tether.core.protocols import SimBackend
+from tether.core.protocols import SimBackend, Snapshotting
 from tether.core.spec import CameraSpec
 from tether.core.types import Observation, StepResult
 
@@ -171,6 +171,53 @@ def test_ee_pose_is_the_chains_tcp(sim: SimBackend) -> None:
     np.testing.assert_allclose(obs["ee_pose"][:3], pos, atol=1e-6)
 
 
+def _moves(sim: SimBackend, start: np.ndarray, n: int, phase: float) -> list[np.ndarray]:
+    """n joint targets sweeping every joint by a few centimetres' worth, the gripper
+    closing half-way through."""
+    dof = sim.spec.action.dim - 1
+    out = []
+    for k in range(n):
+        a = start.astype(np.float64).copy()
+        a[:dof] += 0.15 * np.sin(0.2 * k + phase + np.arange(dof))
+        a[dof] = start[dof] if k < n // 2 else 0.0
+        out.append(a)
+    return out
+
+
+def _replay(sim: SimBackend, actions: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    return [dict(sim.step(a).observation) for a in actions]
+
+
+def test_restore_replays_a_snapshot_exactly(sim: SimBackend) -> None:
+    """Snapshotting: from a restored snapshot the same actions give the same observations
+    as after the snapshot was taken (bit for bit: physics, motor targets, solver warm
+    start), sim_time goes back, a snapshot restores any number of times and into another
+    episode."""
+    assert isinstance(sim, Snapshotting)
+    obs = sim.reset(seed=3)
+    start = obs["state"][: sim.spec.action.dim]
+    _replay(sim, _moves(sim, start, 20, 0.0))
+    at = dict(sim.observe())
+    t = sim.sim_time
+    snap = sim.snapshot()
+    later = _moves(sim, start, 30, 1.0)
+    first = _replay(sim, later)
+    # the state moved on: the arm's targets changed and the gripper closed
+    assert not np.allclose(first[-1]["state"], at["state"], atol=1e-3)
+    for again in range(2):
+        if again:
+            sim.reset(seed=11)  # another episode first: the snapshot still takes it back
+            sim.set_body_pose("cube", np.array([0.4, 0.2, 0.1]), np.array([1.0, 0, 0, 0]))
+        back = sim.restore(snap)
+        assert sim.sim_time == pytest.approx(t, abs=1e-12)
+        assert back.stamp_ns == round(t * 1e9)
+        for key in at:
+            np.testing.assert_array_equal(back[key], at[key], err_msg=key)
+        for k, (o, p) in enumerate(zip(first, _replay(sim, later), strict=True)):
+            for key in o:
+                np.testing.assert_array_equal(p[key], o[key], err_msg=f"step {k} {key}")
+
+
 @pytest.mark.parametrize(("engine", "robot"), CASES)
 def test_control_rate(engine: str, robot: str) -> None:
     sim = _build(engine, robot, control_hz=500.0)
@@ -195,6 +242,44 @@ def test_instances_coexist(engine: str, robot: str) -> None:
         for sim in (a, b):
             cam = sim.spec.cameras[0]
             assert sim.render(cam.name).shape == (cam.height, cam.width, 3)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("engine", ["mujoco", "pybullet"])
+def test_a_snapshot_restores_the_tasks_episode(engine: str) -> None:
+    """The multi-task scene's episode (its sub-task and instruction) goes back with the
+    physics: the restored observation carries the snapshot's instruction."""
+    task = registry.build("task", registry.config_class("task", "multitask")())
+    sim = build_arm_sim(engine, "panda", task)
+    try:
+        obs = sim.reset(seed=0)
+        subtask = task.subtask  # type: ignore[attr-defined]
+        snap = sim.snapshot()  # type: ignore[attr-defined]
+        later = next(
+            o
+            for o in (sim.reset(seed=s) for s in range(1, 30))
+            if task.subtask != subtask  # type: ignore[attr-defined]
+        )
+        assert later.instruction != obs.instruction
+        back = sim.restore(snap)  # type: ignore[attr-defined]
+        assert back.instruction == obs.instruction
+        assert task.subtask == subtask  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(back["env_state"], obs["env_state"])
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize(("engine", "robot"), CASES)
+def test_a_snapshot_belongs_to_its_backend(engine: str, robot: str) -> None:
+    a, b = _build(engine, robot), _build(engine, robot)
+    try:
+        a.reset(seed=1)
+        b.reset(seed=2)
+        snap = a.snapshot()  # type: ignore[attr-defined]
+        with pytest.raises(ValueError, match="not taken by this backend"):
+            b.restore(snap)  # type: ignore[attr-defined]
     finally:
         a.close()
         b.close()
