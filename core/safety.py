@@ -15,9 +15,10 @@ motor stop). Pure numpy: the sim bridge and the hardware bridge use this same co
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -239,6 +240,18 @@ class SafetyFilter:
             self.release_estop()
 
     # --- state ---------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """A copy of what the filter remembers between calls (the command in force, stamps,
+        the rate and acceleration limits' last outputs, the e-stop, the counters): with a
+        simulator's snapshot, a simulated episode goes back to a moment and on from there."""
+        return copy.deepcopy(
+            {k: v for k, v in vars(self).items() if k.startswith("_")} | {"stats": self.stats}
+        )
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Back to what :meth:`state` returned (which stays usable again)."""
+        vars(self).update(copy.deepcopy(state))
+
     def reset(self, current: np.ndarray | None = None) -> None:
         """Forget old commands and stamps; ``current`` (measured action-space position) seeds
         the rate limit. The e-stop stays as it is."""

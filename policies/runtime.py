@@ -8,6 +8,7 @@ a seeded generator; the single output is an action chunk (1, horizon, action_dim
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from dataclasses import dataclass, field
@@ -283,6 +284,27 @@ class OnnxPolicy:
     def replan(self) -> None:
         """Predict a fresh chunk at the next act() (a chunk executor asked for one)."""
         self.plan.reset()
+
+    def state(self) -> dict[str, Any]:
+        """A copy of what the policy remembers within an episode (its observation history,
+        the plan in force, the noise generator, the instruction in force): with a
+        simulator's snapshot, a simulated episode goes back to a moment and on from there."""
+        return {
+            "history": copy.deepcopy(self.history),
+            "plan": copy.deepcopy(self.plan),
+            "rng": copy.deepcopy(self.rng.bit_generator.state),
+            "inferences": self.inferences,
+            "language": None if self.language is None else self.language.state(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Back to what :meth:`state` returned (which stays usable again)."""
+        self.history = copy.deepcopy(state["history"])
+        self.plan = copy.deepcopy(state["plan"])
+        self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+        self.inferences = state["inferences"]
+        if self.language is not None:
+            self.language.load_state(state["language"])
 
     def warm_up(self) -> None:
         """One run on zero inputs before the first observation (OnnxModel.warm_up)."""

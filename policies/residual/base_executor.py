@@ -14,10 +14,12 @@ Two schedules (``finetune.base_replan``):
 
 from __future__ import annotations
 
-from typing import Literal
+import copy
+from typing import Any, Literal
 
 import numpy as np
 
+from tether.core.errors import ConfigError
 from tether.core.protocols import Policy
 from tether.core.types import IMAGE_PREFIX, ActionChunk, Observation
 
@@ -40,6 +42,21 @@ class BaseExecutor:
     def reset(self) -> None:
         self.base.reset()
         self.chunk = None
+
+    def state(self) -> dict[str, Any]:
+        """The chunk in force and the base's episode state (its ``state()``: the ``onnx``
+        policy's history, plan and noise generator), for ResidualEnv.snapshot."""
+        save = getattr(self.base, "state", None)
+        if save is None:
+            raise ConfigError(
+                f"the base ({type(self.base).__name__}) cannot save its episode state: "
+                "snapshots need an exported base (finetune.base_model, the onnx policy)"
+            )
+        return {"chunk": copy.deepcopy(self.chunk), "base": save()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.chunk = copy.deepcopy(state["chunk"])
+        self.base.load_state(state["base"])  # type: ignore[attr-defined]
 
     def row(self, obs: Observation) -> np.ndarray:
         seen = obs

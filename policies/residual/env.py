@@ -30,6 +30,7 @@ whose success ends the episode) or failure, truncate at the task's time limit.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -39,7 +40,7 @@ from tether.core import registry
 from tether.core.config import ExperimentConfig
 from tether.core.errors import ConfigError
 from tether.core.experiment import build_task, max_episode_steps, workspace_fk
-from tether.core.protocols import Policy, Task
+from tether.core.protocols import Policy, Snapshotting, Task
 from tether.core.safety import SafetyFilter
 from tether.core.spec import RobotSpec, cameras_due
 from tether.core.types import IMAGE_PREFIX, Observation
@@ -200,6 +201,36 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         self.steps = 0
         self._base_step()
         return self.observation(), {"seed": episode_seed}
+
+    def snapshot(self) -> dict[str, Any]:
+        """This moment of the episode, in memory: the simulator's snapshot (Snapshotting),
+        the base's chunk and episode state, the safety filter's, and the env's own. After
+        ``restore`` the same learner actions give the same observations, rewards and applied
+        actions: a group of rollouts can branch here without replaying the steps before."""
+        if not isinstance(self.backend, Snapshotting):
+            kind = self.cfg.sim.type if self.cfg.sim is not None else "?"
+            raise ConfigError(
+                f"sim.type {kind}: its backend cannot take snapshots (the MuJoCo and PyBullet "
+                "arm backends can)"
+            )
+        own = {"obs": self.obs, "base_action": self.base_action, "steps": self.steps}
+        own |= {"images": self._images, "camera_next": self._camera_next}
+        return {
+            "sim": self.backend.snapshot(),
+            "base": self.executor.state(),
+            "safety": self.safety.state(),
+            "env": copy.deepcopy(own),
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> np.ndarray:
+        """Back to ``snapshot`` (from this env; usable again); the learner's observation."""
+        self.backend.restore(snapshot["sim"])  # type: ignore[attr-defined]
+        self.executor.load_state(snapshot["base"])
+        self.safety.load_state(snapshot["safety"])
+        own = copy.deepcopy(snapshot["env"])
+        self.obs, self.base_action, self.steps = own["obs"], own["base_action"], own["steps"]
+        self._images, self._camera_next = own["images"], own["camera_next"]
+        return self.observation()
 
     def to_residual(self, action: np.ndarray) -> np.ndarray:
         """The learner's action -> residual in its space (space.py), |residual| <=

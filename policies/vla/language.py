@@ -58,6 +58,13 @@ class LanguageInput:
         self.instruction: str | None = None
         self._planned_for: str | None = None
 
+    def state(self) -> tuple[str | None, str | None]:
+        """The instruction in force and the one the plan was made for (OnnxPolicy.state)."""
+        return self.instruction, self._planned_for
+
+    def load_state(self, state: tuple[str | None, str | None]) -> None:
+        self.instruction, self._planned_for = state
+
     def gate(
         self, obs: Observation, spec: RobotSpec, plan: Any
     ) -> tuple[np.ndarray | None, ActionChunk | None]:

@@ -811,6 +811,100 @@ def test_the_env_gives_the_residual_the_peg_to_hole_offset() -> None:
             ResidualEnv(cfg, cfg.finetune, None)
 
 
+def test_an_onnx_base_goes_back_to_a_saved_state(panda) -> None:  # noqa: ANN001
+    """OnnxPolicy.state / load_state: after going back, the same observations give the same
+    chunks, the sampler's noise included (the lift model samples from noise 1)."""
+    from tether.core.types import Observation
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.runtime import OnnxPolicy
+
+    base = OnnxPolicy(OnnxPolicyConfig(model=LIFT_MODEL, seed=2), panda)
+    g = np.random.default_rng(0)
+    stream = [
+        Observation(
+            {
+                "state": g.uniform(-0.5, 0.5, 9).astype(np.float32),
+                "env_state": g.uniform(-0.5, 0.5, 7).astype(np.float32),
+            },
+            stamp_ns=k * 10_000_000,
+        )  # fmt: skip
+        for k in range(60)
+    ]
+    for obs in stream[:10]:
+        base.act(obs)
+    saved = base.state()
+    first = [base.act(obs).actions for obs in stream[10:]]
+    assert base.inferences - saved["inferences"] >= 2  # chunks sampled after the save
+    for again in range(2):
+        base.load_state(saved)
+        again_chunks = [base.act(o).actions for o in stream[10:]]
+        for k, (a, b) in enumerate(zip(first, again_chunks, strict=True)):
+            np.testing.assert_array_equal(b, a, err_msg=f"try {again}, step {k}")
+    base.reset()
+    other = [base.act(obs).actions for obs in stream[10:]]
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other, strict=True))
+
+
+@mujoco
+@pytest.mark.parametrize(
+    ("experiment", "overrides"),
+    [
+        ("panda_insert_residual", []),
+        # the VLA base: its cameras' latest frames and the instruction in force go back too
+        ("panda_multitask_vla_residual", ["task.subtasks=[lift_red]", "task.max_duration_s=4"]),
+    ],
+)
+def test_an_env_snapshot_replays_the_episode_from_there(
+    experiment: str, overrides: list[str]
+) -> None:
+    """ResidualEnv.snapshot / restore: the simulator, the base's chunk and state, the safety
+    filter and the env's counters go back, so the same learner actions from a restored
+    snapshot give the same observations, rewards and applied actions, into another episode
+    and more than once; a base that cannot save its state is one sentence."""
+    from tether.policies.residual.env import ResidualEnv
+
+    cfg = load_config(REPO / f"configs/experiments/{experiment}.yaml", overrides)
+    assert cfg.finetune is not None
+    env = ResidualEnv(cfg, cfg.finetune, None)
+    actions = np.random.default_rng(1).normal(0.0, 1.0, (20, *env.action_space.shape))
+
+    def run() -> list[tuple[np.ndarray, float, np.ndarray]]:
+        out = []
+        for a in actions:
+            obs, reward, term, trunc, info = env.step(a)
+            out.append((obs, reward, info["applied"]))
+            if term or trunc:
+                break
+        return out
+
+    try:
+        env.reset(seed=3)
+        for _ in range(15):
+            env.step(np.zeros(env.action_space.shape))
+        at, steps = env.observation(), env.steps
+        snap = env.snapshot()
+        first = run()
+        assert len(first) == len(actions) and env.steps > steps
+        for again in range(2):
+            env.reset(seed=4 + again)
+            np.testing.assert_array_equal(env.restore(snap), at)
+            assert env.steps == steps
+            for k, (a, b) in enumerate(zip(first, run(), strict=True)):
+                np.testing.assert_array_equal(b[0], a[0], err_msg=f"obs, step {k}")
+                assert b[1] == a[1]
+                np.testing.assert_array_equal(b[2], a[2], err_msg=f"applied, step {k}")
+    finally:
+        env.close()
+    cfg = load_config(EXPERIMENT, [])
+    assert cfg.finetune is not None
+    env = ResidualEnv(cfg, cfg.finetune, None)
+    try:
+        with pytest.raises(ConfigError, match="cannot save its episode state"):
+            env.snapshot()
+    finally:
+        env.close()
+
+
 VLA_RESIDUAL = REPO / "configs/experiments/panda_multitask_vla_residual.yaml"
 
 
