@@ -78,7 +78,8 @@ def _add_task_body(spec: Any, body: TaskBody) -> None:
 class MujocoSnapshot:
     """MujocoBackend.snapshot(): a copy of the MjData and what the backend counts."""
 
-    owner: int
+    # the backend's model: a snapshot restores only into the MjData of the model it copied
+    owner: Any
     data: Any
     steps: int
     task: dict[str, Any]
@@ -352,11 +353,11 @@ class MujocoBackend:
         control step count and the task's episode attributes (Snapshotting)."""
         data = mujoco.MjData(self.model)
         mujoco.mj_copyData(data, self.model, self.data)
-        return MujocoSnapshot(id(self), data, self._steps, task_attributes(self.task))
+        return MujocoSnapshot(self.model, data, self._steps, task_attributes(self.task))
 
     def restore(self, snapshot: MujocoSnapshot) -> Observation:
         """Back to ``snapshot`` (taken by this backend); the observation there."""
-        if not isinstance(snapshot, MujocoSnapshot) or snapshot.owner != id(self):
+        if not isinstance(snapshot, MujocoSnapshot) or snapshot.owner is not self.model:
             raise ValueError("restore: the snapshot was not taken by this backend")
         # into this MjData's own arrays: the views of _hot_paths stay valid
         mujoco.mj_copyData(self.data, self.model, snapshot.data)

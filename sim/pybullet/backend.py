@@ -53,6 +53,8 @@ class PybulletSnapshot:
 
     cid: int
     state: int
+    # the backend that took it (a closed client's id may be given to a new one)
+    owner: object
     steps: int
     task: dict[str, Any]
     _free: Any = field(default=None, repr=False)
@@ -106,6 +108,7 @@ class PybulletBackend:
         self._objects = objects
         self._max_duration = getattr(task, "max_duration_s", None)
         self._steps = 0
+        self._owner = object()  # what its snapshots name as theirs
         self._dof = robot.dof
         self._lower = np.asarray(robot.lower, dtype=np.float64)
         self._upper = np.asarray(robot.upper, dtype=np.float64)
@@ -406,11 +409,13 @@ class PybulletBackend:
         """The physics state (pybullet.saveState: poses, velocities, contacts), the control
         step count and the task's episode attributes (Snapshotting)."""
         state = pb.saveState(physicsClientId=self._cid)
-        return PybulletSnapshot(self._cid, state, self._steps, task_attributes(self.task))
+        return PybulletSnapshot(
+            self._cid, state, self._owner, self._steps, task_attributes(self.task)
+        )
 
     def restore(self, snapshot: PybulletSnapshot) -> Observation:
         """Back to ``snapshot`` (taken by this backend); the observation there."""
-        if not isinstance(snapshot, PybulletSnapshot) or snapshot.cid != self._cid:
+        if not isinstance(snapshot, PybulletSnapshot) or snapshot.owner is not self._owner:
             raise ValueError("restore: the snapshot was not taken by this backend")
         pb.restoreState(stateId=snapshot.state, physicsClientId=self._cid)
         self._steps = snapshot.steps
