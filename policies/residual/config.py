@@ -136,6 +136,15 @@ class GRPOConfig(BaseModel):
     explore_gate_floor: float | None = Field(None, gt=0, le=1)
     # with the gate: episodes (one per seed, the mean only) before any exploration
     gate_warmup_episodes: int = Field(64, ge=0)
+    # branch each group from its first episode (the mean's, whose decisions the env keeps as
+    # in-memory snapshots: branching.py) instead of replaying it: the other group_size - 1
+    # episodes start at one of its decisions, drawn in branch_span (fractions of its
+    # length), on the same env, and explore from there to the end; the mean's return from
+    # that decision on is their baseline's share. "failures": only scenes where the mean
+    # fails (where it succeeds no noise is spent: the group is its one episode); "all":
+    # every scene; "none": off (every episode from the reset)
+    branch: Literal["none", "all", "failures"] = "none"
+    branch_span: tuple[float, float] = (0.0, 1.0)
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
     # turns one group's chance difference into a full-size update (Dr. GRPO)
@@ -145,11 +154,22 @@ class GRPOConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_exploration_schedule(self) -> GRPOConfig:
-        if self.explore_window is not None and self.explore_curriculum_steps is not None:
-            raise ValueError(
-                "explore_window and explore_curriculum_steps are two schedules of where "
-                "episodes explore: set one"
+        set_ = [
+            name
+            for name, on in (
+                ("explore_window", self.explore_window is not None),
+                ("explore_curriculum_steps", self.explore_curriculum_steps is not None),
+                ("branch", self.branch != "none"),
             )
+            if on
+        ]
+        if len(set_) > 1:
+            raise ValueError(
+                f"{' and '.join(set_)} are schedules of where episodes explore: set one"
+            )
+        lo, hi = self.branch_span
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(f"branch_span {self.branch_span}: need 0 <= start < end <= 1")
         return self
 
 

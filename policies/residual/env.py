@@ -45,6 +45,7 @@ from tether.core.safety import SafetyFilter
 from tether.core.spec import RobotSpec, cameras_due
 from tether.core.types import IMAGE_PREFIX, Observation
 from tether.policies.residual.base_executor import BaseExecutor
+from tether.policies.residual.branching import BranchPoints
 from tether.policies.residual.config import FinetuneConfig
 from tether.policies.residual.model import NumpyNormaliser
 from tether.policies.residual.space import ResidualSpace
@@ -84,7 +85,7 @@ def observation_keys(base: Policy, keys: list[str] | None = None) -> list[str]:
     return chosen
 
 
-class ResidualEnv(gym.Env):  # type: ignore[misc]
+class ResidualEnv(BranchPoints, gym.Env):  # type: ignore[misc]
     """See the module docstring. ``normaliser`` None: observations are the raw features
     concatenated with the raw base action (for collecting normalisation statistics)."""
 
@@ -200,6 +201,7 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         self._images, self._camera_next = {}, {}
         self.steps = 0
         self._base_step()
+        self.branch_reset()
         return self.observation(), {"seed": episode_seed}
 
     def snapshot(self) -> dict[str, Any]:
@@ -248,6 +250,7 @@ class ResidualEnv(gym.Env):  # type: ignore[misc]
         (fewer when the episode ends first; in tcp space mapped to the joints at each
         step's base row); the reward is their sum, ``info`` the last step's with
         ``is_success`` true if any step succeeded and ``control_steps``."""
+        self.branch_decision()
         residual = self.to_residual(action)
         total, success, n = 0.0, False, 0
         while True:

@@ -101,10 +101,17 @@ class SuccessGate(nn.Module):
 
 
 class _Episode:
-    __slots__ = ("obs", "actions", "logp", "ret", "window", "gate", "success", "greedy")
+    __slots__ = (
+        "obs", "actions", "logp", "ret", "rewards", "window", "gate", "success", "greedy", "start"
+    )  # fmt: skip
 
-    def __init__(self, window: tuple[int, int] | None = None, greedy: bool = False) -> None:
+    def __init__(
+        self, window: tuple[int, int] | None = None, greedy: bool = False, start: int = 0
+    ) -> None:
         self.obs: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        # the decision of the group's first episode this one starts at (grpo.branch)
+        self.start = start
         self.actions: list[np.ndarray] = []
         self.logp: list[float] = []
         # the factor on the noise's std at each step (SuccessGate; 1 without it)
@@ -126,18 +133,23 @@ class _Episode:
 class _Group:
     """Episodes that share a seed (and an exploration window)."""
 
-    def __init__(self, seed: int, size: int, window: tuple[int, int] | None) -> None:
+    def __init__(self, seed: int, size: int, window: tuple[int, int] | None, key: int = 0) -> None:
         self.seed, self.size, self.window = seed, size, window
         self.unassigned = size
         self.done: list[_Episode] = []
+        # grpo.branch: the key of its first episode's kept decisions in the env, the
+        # decision the other episodes start at, and how many of them are still to start
+        self.key = key
+        self.branch_t = 0
+        self.remaining = 0
 
 
 class _Slot:
     """One episode of a group, as an env runs it."""
 
-    def __init__(self, group: _Group, greedy: bool = False) -> None:
+    def __init__(self, group: _Group, greedy: bool = False, start: int = 0) -> None:
         self.group = group
-        self.episode = _Episode(group.window, greedy)
+        self.episode = _Episode(group.window, greedy, start)
 
 
 class GroupPPO:
@@ -178,6 +190,11 @@ class GroupPPO:
         # trained before the actor moves)
         self._warm_left = 0 if floor is None else g.gate_warmup_episodes
         self._gate_values: deque[float] = deque(maxlen=2000)
+        self._branch = g.branch != "none"
+        self._keys = 0
+        # grpo.branch: groups that branched, and their episodes that began at the reset
+        self.branched = 0
+        self.unbranched = 0
 
     def get_env(self) -> Any:
         return self.venv
@@ -196,6 +213,8 @@ class GroupPPO:
         gate = ""
         if self.gate is not None and self._gate_values:
             gate = f", gate mean {np.mean(self._gate_values):.2f}"
+        if self._branch:
+            gate += f", branched {self.branched}/{self.branched + self.unbranched} scenes"
         return (
             f"{len(recent)} updates, groups with a signal {mixed:.0f}/{groups:.0f}, "
             f"kl {kl:.3f}, epochs {epochs:.1f}, std {std:.3f}{gate}"
@@ -263,7 +282,18 @@ class GroupPPO:
 
     def _assign(self) -> _Slot:
         """The next episode to run: a free place in the oldest group still filling, else
-        a new group (a fresh seed and, with explore_window, its window)."""
+        a new group (a fresh seed and, with explore_window, its window). With grpo.branch
+        every group starts with the mean's episode, and its others start at a decision of
+        that one, on the same env, once it has ended (_plan_branches)."""
+        if self._branch:
+            size = self.cfg.group_size
+            if self._warm_left > 0:
+                self._warm_left -= 1
+                size = 1
+            self._keys += 1
+            grp = _Group(int(self._rng.integers(0, 2**31 - 1)), size, None, self._keys)
+            grp.unassigned = 0
+            return _Slot(grp, greedy=True)
         for grp in self._filling:
             if grp.unassigned:
                 grp.unassigned -= 1
@@ -277,6 +307,30 @@ class GroupPPO:
         grp.unassigned -= 1
         # with the success gate, each group's first episode runs the mean
         return _Slot(grp, greedy=self.gate is not None)
+
+    def _queue(self, i: int, slot: _Slot) -> None:
+        """Env ``i``'s next reset: ``slot``'s seed (and, with grpo.branch, keep its
+        decisions)."""
+        self.venv.set_attr("next_seed", slot.group.seed, [i])
+        if self._branch:
+            self.venv.set_attr("branch_record", slot.group.key, [i])
+
+    def _plan_branches(self, grp: _Group, ep: _Episode) -> None:
+        """After a group's first episode (the mean's): where its others start, or none
+        (with branch "failures" a scene the mean solves; the gate's warm-up)."""
+        n = len(ep.obs)
+        if grp.size <= 1 or n < 1 or (self.cfg.branch == "failures" and ep.success):
+            grp.size = 1
+            self.unbranched += 1
+            return
+        lo, hi = self.cfg.branch_span
+        first = min(n - 1, int(lo * n))
+        last = max(first + 1, min(n, math.ceil(hi * n)))
+        grp.branch_t = int(self._rng.integers(first, last))
+        grp.remaining = grp.size - 1
+        # the mean from the branch point on is what the branches are compared with
+        ep.ret = float(sum(ep.rewards[grp.branch_t :]))
+        self.branched += 1
 
     def learn(self, total_timesteps: int, callback: Any, reset_num_timesteps: bool = True) -> Any:
         from stable_baselines3.common.logger import configure
@@ -292,9 +346,12 @@ class GroupPPO:
         queued = [self._assign() for _ in range(n)]
         # SB3's VecEnv keeps the seeds of the next reset in _seeds (what seed() sets)
         self.venv._seeds = [slot.group.seed for slot in current]
+        if self._branch:
+            for i, slot in enumerate(current):
+                self.venv.set_attr("branch_record", slot.group.key, [i])
         obs = self.venv.reset()
         for i, slot in enumerate(queued):
-            self.venv.set_attr("next_seed", slot.group.seed, [i])
+            self._queue(i, slot)
         callback.init_callback(self)
         callback.on_training_start(locals(), globals())
         fresh = np.ones(n, bool)
@@ -305,6 +362,7 @@ class GroupPPO:
             if self.gate is not None:
                 self._gate_values.extend(gate[explore].tolist())
             new_obs, rewards, dones, infos = self.venv.step(actions)
+            new_obs = np.array(new_obs)  # a branch start replaces a row
             fresh = np.asarray(dones, bool)
             self.num_timesteps += n
             for i in range(n):
@@ -314,18 +372,36 @@ class GroupPPO:
                 ep.logp.append(float(logp[i]))
                 ep.gate.append(float(gate[i]))
                 ep.ret += float(rewards[i])
+                ep.rewards.append(float(rewards[i]))
                 ep.success = ep.success or bool(infos[i].get("is_success", False))
                 if dones[i]:
                     if self.gate is not None and ep.greedy:
                         self.gate.add(ep.obs, ep.success)
-                    self._lengths.append(len(ep.obs))
+                    if ep.start == 0:
+                        self._lengths.append(len(ep.obs))
                     grp = current[i].group
                     grp.done.append(ep)
+                    if self._branch and ep.greedy:
+                        self._plan_branches(grp, ep)
+                    if grp.remaining > 0:
+                        # the group's next episode starts at its branch point, here (the
+                        # reset the env just ran is dropped, and its episode queued again)
+                        grp.remaining -= 1
+                        start = self.venv.env_method(
+                            "restore_branch", grp.key, grp.branch_t, indices=[i]
+                        )[0]
+                        new_obs[i] = np.asarray(start, np.float32)
+                        current[i] = _Slot(grp, start=grp.branch_t)
+                        self._queue(i, queued[i])
+                        continue
                     if len(grp.done) == grp.size:
-                        self._filling.remove(grp)
+                        if grp in self._filling:
+                            self._filling.remove(grp)
+                        if self._branch:
+                            self.venv.env_method("drop_branch", grp.key, indices=[i])
                         complete.append(grp.done)
                     current[i], queued[i] = queued[i], self._assign()
-                    self.venv.set_attr("next_seed", queued[i].group.seed, [i])
+                    self._queue(i, queued[i])
             obs = new_obs
             callback.update_locals({"dones": dones, "infos": infos})
             if not callback.on_step():

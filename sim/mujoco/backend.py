@@ -33,6 +33,10 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise MissingDependency("mujoco", "mujoco", "The MuJoCo backend") from exc
 
 
+# what a snapshot keeps (MujocoBackend.snapshot)
+STATE = mujoco.mjtState.mjSTATE_INTEGRATION
+
+
 def _index(ids: np.ndarray) -> slice | np.ndarray:
     """``ids`` as a slice where they are consecutive (a slice reads and writes MjData without
     the copy and the checks of a fancy index), else as they are."""
@@ -76,11 +80,18 @@ def _add_task_body(spec: Any, body: TaskBody) -> None:
 
 @dataclass(frozen=True)
 class MujocoSnapshot:
-    """MujocoBackend.snapshot(): a copy of the MjData and what the backend counts."""
+    """MujocoBackend.snapshot(): MuJoCo's integration state and what the backend counts."""
 
-    # the backend's model: a snapshot restores only into the MjData of the model it copied
+    # the backend's model: a snapshot restores only into the MjData of the model it came from
     owner: Any
-    data: Any
+    # mj_getState(mjSTATE_INTEGRATION): time, joints, actuators, controls, applied forces,
+    # mocap bodies and the solver's warm start (a few hundred numbers; a whole MjData copy
+    # holds its arena, 15 MB on peg-in-hole)
+    state: np.ndarray
+    # the body and site poses as they were (what observe() and body_pose() read): after a
+    # step MuJoCo holds them as computed before the step's last integration, a physics
+    # substep behind the joints
+    poses: tuple[np.ndarray, ...]
     steps: int
     task: dict[str, Any]
 
@@ -348,19 +359,28 @@ class MujocoBackend:
         return self._tcp_pos.copy(), quat
 
     def snapshot(self) -> MujocoSnapshot:
-        """A copy of the whole MjData (state, controls, the solver's warm start and what
-        mj_step computed from them, so the restored observation is the one read here), the
-        control step count and the task's episode attributes (Snapshotting)."""
-        data = mujoco.MjData(self.model)
-        mujoco.mj_copyData(data, self.model, self.data)
-        return MujocoSnapshot(self.model, data, self._steps, task_attributes(self.task))
+        """The integration state (everything mj_step reads), the control step count and the
+        task's episode attributes (Snapshotting)."""
+        d = self.data
+        state = np.empty(mujoco.mj_stateSize(self.model, STATE))
+        mujoco.mj_getState(self.model, d, state, STATE)
+        poses = tuple(a.copy() for a in (d.xpos, d.xquat, d.site_xpos, d.site_xmat))
+        return MujocoSnapshot(self.model, state, poses, self._steps, task_attributes(self.task))
 
     def restore(self, snapshot: MujocoSnapshot) -> Observation:
-        """Back to ``snapshot`` (taken by this backend); the observation there."""
+        """Back to ``snapshot`` (taken by this backend); the observation there. Every step
+        from here on is the one that followed the snapshot, bit for bit (mj_step computes
+        everything else from the integration state); a camera image before the next step
+        shows the restored joints, one physics substep ahead of the poses observed."""
         if not isinstance(snapshot, MujocoSnapshot) or snapshot.owner is not self.model:
             raise ValueError("restore: the snapshot was not taken by this backend")
-        # into this MjData's own arrays: the views of _hot_paths stay valid
-        mujoco.mj_copyData(self.data, self.model, snapshot.data)
+        d = self.data
+        mujoco.mj_setState(self.model, d, snapshot.state, STATE)
+        mujoco.mj_forward(self.model, d)
+        for now, then in zip(
+            (d.xpos, d.xquat, d.site_xpos, d.site_xmat), snapshot.poses, strict=True
+        ):
+            now[:] = then
         self._steps = snapshot.steps
         restore_task_attributes(self.task, snapshot.task)
         return self.observe()

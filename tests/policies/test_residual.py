@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -450,17 +451,9 @@ class _Threshold(__import__("gymnasium").Env):  # type: ignore[misc]
         return self._obs(), float(success), done, False, {"is_success": success}
 
 
-@pytest.mark.parametrize(("window", "gate"), [(None, None), (2, None), (None, 0.05)])
-def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
-    window: int | None, gate: float | None
-) -> None:
-    """Each seed is run by group_size episodes, started close together in time although
-    episode lengths differ (each env has one episode queued); updates use only groups whose
-    outcomes differ; on the toy scene the deterministic residual goes from the base's 3 in 8
-    to nearly every scene, exploring at every step, only in one window per episode, or with
-    the noise gated by the success predictor."""
-    from collections import Counter
-
+def _learn_toy_scene(envs: list[Any], grpo_cfg: dict[str, Any]) -> tuple[Any, float, float]:
+    """GRPO (grpo_cfg over the toy defaults) on ``envs`` for 500 decisions per env: the
+    learner, and the deterministic residual's success on 200 toy scenes before and after."""
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -468,14 +461,12 @@ def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
     from tether.policies.residual.config import FinetuneConfig
 
     fcfg = FinetuneConfig(
-        algorithm="grpo", n_envs=6, seed=3,
+        algorithm="grpo", n_envs=len(envs), seed=3,
         grpo={"group_size": 4, "episodes_per_update": 16, "lr": 3e-3, "init_std": 0.5,
-              "explore_window": window, "explore_gate_floor": gate,
-              "gate_warmup_episodes": 8},
+              **grpo_cfg},
     )  # fmt: skip
     torch.manual_seed(0)
     model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
-    envs = [_Threshold() for _ in range(6)]
     venv = DummyVecEnv([lambda e=e: e for e in envs])
 
     class Go(BaseCallback):  # type: ignore[misc]
@@ -490,7 +481,25 @@ def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
     scenes = np.random.default_rng(7).uniform(-0.3, 0.5, 200)
     before = success(scenes)
     algo = grpo.make(venv, fcfg, model)
-    algo.learn(total_timesteps=6 * 5 * 100, callback=Go())
+    algo.learn(total_timesteps=len(envs) * 5 * 100, callback=Go())
+    return algo, before, success(scenes)
+
+
+@pytest.mark.parametrize(("window", "gate"), [(None, None), (2, None), (None, 0.05)])
+def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
+    window: int | None, gate: float | None
+) -> None:
+    """Each seed is run by group_size episodes, started close together in time although
+    episode lengths differ (each env has one episode queued); updates use only groups whose
+    outcomes differ; on the toy scene the deterministic residual goes from the base's 3 in 8
+    to nearly every scene, exploring at every step, only in one window per episode, or with
+    the noise gated by the success predictor."""
+    from collections import Counter
+
+    envs = [_Threshold() for _ in range(6)]
+    algo, before, after = _learn_toy_scene(
+        envs, {"explore_window": window, "explore_gate_floor": gate, "gate_warmup_episodes": 8}
+    )
     starts: dict[int, list[int]] = {}
     for env in envs:
         for seed, clock in env.starts:
@@ -503,9 +512,63 @@ def test_grpo_groups_share_scenes_and_learn_from_mixed_groups(
     assert algo.updates and all(u["mixed"] <= u["groups"] for u in algo.updates)
     assert any(u["mixed"] < u["groups"] for u in algo.updates)  # uniform groups skipped
     assert before < 0.6
-    assert success(scenes) >= 0.9
+    assert after >= 0.9
     if gate is not None:
         assert algo.gate is not None and algo.gate.episodes >= 100  # one per group (the mean)
+
+
+@pytest.mark.parametrize("branch", ["all", "failures"])
+def test_grpo_branches_a_group_from_its_first_episodes_decisions(branch: str) -> None:
+    """grpo.branch: a group's first episode runs the mean and the env keeps its decisions;
+    the group's other episodes start at one of them (the same scene, on the same env, with
+    the steps before it as the mean took them) and explore from there; "failures" spends
+    no episode on a scene the mean solves; the kept decisions are freed with the group;
+    the deterministic residual learns the toy scene as from the reset."""
+    from tether.policies.residual.branching import BranchPoints
+
+    class Branching(BranchPoints, _Threshold):
+        def __init__(self) -> None:
+            super().__init__()
+            self.restored: list[tuple[float, int, float]] = []
+
+        def reset(self, **kw: object) -> tuple:
+            out = super().reset(**kw)
+            self.branch_reset()
+            return out
+
+        def step(self, action: np.ndarray) -> tuple:
+            self.branch_decision()
+            return super().step(action)
+
+        def snapshot(self) -> tuple[float, int, int, float]:
+            return self.c, self.t, self.length, self.total
+
+        def restore(self, snap: tuple[float, int, int, float]) -> np.ndarray:
+            self.c, self.t, self.length, self.total = snap
+            self.restored.append((self.c, self.t, self.total))
+            return self._obs()
+
+    envs = [Branching() for _ in range(4)]
+    algo, before, after = _learn_toy_scene(envs, {"branch": branch, "branch_span": [0.0, 0.6]})
+    restored = [r for env in envs for r in env.restored]
+    # each branch starts where the mean's episode was at that decision: in the first 60 %
+    # of its steps (t of at most 4 of 7), in its scene
+    assert all(t <= 4 for _, t, _ in restored)
+    assert any(t > 0 for _, t, _ in restored) and any(total != 0 for _, _, total in restored)
+    # 3 branches per branched scene (those of the groups still running when it stopped,
+    # at most one per env, may be short)
+    assert algo.branched >= 30
+    assert 3 * (algo.branched - 4) <= len(restored) <= 3 * algo.branched
+    if branch == "failures":  # scenes the mean solved were not branched
+        assert algo.unbranched >= 10
+    else:
+        assert algo.unbranched == 0
+    assert all(len(env._branches) <= 2 for env in envs)  # freed with their groups
+    assert algo.updates and any(u["mixed"] for u in algo.updates)
+    assert before < 0.6
+    assert after >= 0.9
+    with pytest.raises(KeyError, match="no branch point 9 of episode"):
+        envs[0].restore_branch(next(iter(envs[0]._branches)), 9)
 
 
 def test_grpo_exploration_curriculum_starts_late_and_moves_to_the_start() -> None:

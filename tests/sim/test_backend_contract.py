@@ -190,7 +190,7 @@ def _replay(sim: SimBackend, actions: list[np.ndarray]) -> list[dict[str, np.nda
 
 def test_restore_replays_a_snapshot_exactly(sim: SimBackend) -> None:
     """Snapshotting: from a restored snapshot the same actions give the same observations
-    as after the snapshot was taken (bit for bit: physics, motor targets, solver warm
+    as after the snapshot was taken (bit for bit: physics, controls, the solver's warm
     start), sim_time goes back, a snapshot restores any number of times and into another
     episode."""
     assert isinstance(sim, Snapshotting)
