@@ -86,6 +86,28 @@ def test_a_teardown_that_hangs_still_exits_after_the_safe_stop():
     assert took < 20
 
 
+def test_a_teardown_that_hangs_holding_the_gil_still_ends():
+    """The same hang inside C code that holds the GIL (rclpy's event __exit__ in CI: the
+    Python watchdog thread never ran and the node lived on after SIGINT): faulthandler's C
+    watchdog ends the process after twice the teardown limit, exit 1 with the stacks,
+    after close() (the safe stop)."""
+    import subprocess
+    import sys
+    import time
+
+    held = HANGING_NODE.replace(
+        "time.sleep(60)", "__import__('ctypes').PyDLL(None).sleep(60)  # libc, GIL held"
+    )
+    assert held != HANGING_NODE
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", held], capture_output=True, text=True, timeout=30)
+    took = time.monotonic() - t0
+    assert r.returncode == 1, r.stderr
+    assert "closed" in r.stdout
+    assert "Timeout (0:00:02)!" in r.stderr and "destroy_node" in r.stderr
+    assert took < 20
+
+
 def test_nodes_spin_on_the_executor_their_experiment_names(repo):
     from types import SimpleNamespace
 

@@ -129,6 +129,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
                 if close is not None:
                     close()
                 watchdog = _teardown_watchdog(node.get_name(), lambda: code)
+                # the backstop: a teardown stuck in C with the GIL held (rclpy's event
+                # __exit__ was seen so in CI) starves the watchdog thread above; faulthandler's
+                # own C thread needs no GIL: it dumps the stacks and exits 1
+                faulthandler.dump_traceback_later(2 * TEARDOWN_S, exit=True)
                 with contextlib.suppress(RCLError):
                     node.destroy_node()
             if executor is not None:
@@ -137,6 +141,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
             rclpy.try_shutdown()
             if watchdog is not None:
                 watchdog.cancel()
+                faulthandler.cancel_dump_traceback_later()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return code
