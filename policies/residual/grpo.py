@@ -362,7 +362,8 @@ class GroupPPO:
             if self.gate is not None:
                 self._gate_values.extend(gate[explore].tolist())
             new_obs, rewards, dones, infos = self.venv.step(actions)
-            new_obs = np.array(new_obs)  # a branch start replaces a row
+            if self._branch:  # a branch start replaces a row: a copy of its own
+                new_obs = np.array(new_obs)
             fresh = np.asarray(dones, bool)
             self.num_timesteps += n
             for i in range(n):
