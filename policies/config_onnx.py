@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -24,3 +25,7 @@ class OnnxPolicyConfig(ComponentConfig):
     seed: int = 0
     # rows of a chunk executed before the next inference; None: model.json's execute_steps
     execute_steps: int | None = Field(None, ge=1)
+    # a VLA's instruction anchoring (docs/vla.md, 'Anchoring the instruction'): None keeps
+    # the model's own (its contract's text_anchor); a temperature replaces it; raw feeds the
+    # text encoder's embedding as is
+    text_anchor: float | Literal["raw"] | None = None

@@ -255,7 +255,7 @@ class OnnxPolicy:
         if TEXT_KEY in self.obs_keys:  # a VLA: refuse a missing or foreign encoder now
             from tether.policies.vla.language import LanguageInput
 
-            self.language = LanguageInput(c, self.model.path.parent)
+            self.language = LanguageInput(c, self.model.path.parent, cfg.text_anchor)
         dim = int(c["outputs"][0]["shape"][-1])
         self._dynamic_output = dim < 0
         per = int(c["outputs"][0].get("multiple_of", 1))

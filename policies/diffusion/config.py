@@ -105,6 +105,13 @@ class DiffusionModelConfig(BaseModel):
     # training: the fraction of samples whose instruction is replaced by the null one, so
     # that the null prediction is one the network learnt (classifier-free guidance)
     text_dropout: float = Field(0.0, ge=0, lt=1)
+    # at run time only (training never uses it): the instruction's embedding is replaced by
+    # the mean of the training wordings' embeddings weighted by softmax(cosine / text_anchor),
+    # renormalised, so an unseen wording reaches the policy as a blend of the training
+    # wordings nearest it (their similarity decides, not a menu: any text still acts);
+    # a training wording maps to itself within about exp(-0.1 / text_anchor). None: the
+    # embedding as the encoder gives it (docs/vla.md, 'Anchoring the instruction')
+    text_anchor: float | None = Field(None, gt=0)
 
 
 class DiffusionTrainConfig(ComponentConfig):
@@ -153,3 +160,7 @@ class DiffusionPolicyConfig(ComponentConfig):
     execute_steps: int | None = Field(None, ge=1)
     threads: int = Field(1, ge=1)
     seed: int = 0
+    # a VLA's instruction anchoring (docs/vla.md, 'Anchoring the instruction'): None keeps
+    # the model's own (its contract's text_anchor); a temperature replaces it; raw feeds the
+    # text encoder's embedding as is
+    text_anchor: float | Literal["raw"] | None = None

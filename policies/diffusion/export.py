@@ -19,6 +19,7 @@ from tether.policies.diffusion.config import IMAGE_PREFIX, TEXT_KEY
 from tether.policies.diffusion.inference import FastSampler
 from tether.policies.diffusion.model import DiffusionNet
 from tether.policies.runtime import portable_experiment
+from tether.policies.vla.language import LANGUAGE_KEYS
 
 # 17: LayerNormalization. Newer opsets add Mish (18) and GroupNormalization (18, 21), but
 # onnxruntime's CPU provider (1.31) only expands them into their function bodies (Softplus,
@@ -110,9 +111,9 @@ def model_json(net: DiffusionNet, contract: dict[str, Any], steps: int) -> dict[
         "action_scale": contract["action_scale"],
         # the experiment it was trained in: `tether eval <this folder>` runs it there
         "experiment": portable_experiment(contract.get("experiment")),
-        # a VLA: the text encoder the instruction input needs, and the instructions it was
-        # trained on (docs/vla.md)
-        **{k: contract[k] for k in ("text_encoder", "instructions") if k in contract},
+        # a VLA: the text encoder the instruction input needs, the instructions it was
+        # trained on and how an instruction is anchored to them (docs/vla.md)
+        **{k: contract[k] for k in LANGUAGE_KEYS if k in contract},
     }
 
 

@@ -42,7 +42,7 @@ class DiffusionPolicy:
 
             from tether.policies.vla.language import LanguageInput
 
-            self.language = LanguageInput(self._contract, Path(cfg.checkpoint))
+            self.language = LanguageInput(self._contract, Path(cfg.checkpoint), cfg.text_anchor)
         keys = [k for k in m.obs_keys if k != TEXT_KEY]
         self.history = ObsHistory(keys, m.obs_horizon, action_dt)
         self.plan = ChunkPlan(action_dt, spec.dt, cfg.execute_steps or m.execute_steps)

@@ -57,6 +57,8 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
         # which encoder the instruction's embedding comes from (the runtime refuses another)
         # and what the policy was trained on (the runtime reports how far an instruction is)
         language = {"text_encoder": ds.text_encoder, "instructions": ds.instructions}
+        if m.text_anchor is not None:
+            language["text_anchor"] = m.text_anchor
     return {
         "format": CKPT_FORMAT,
         "trainer": "diffusion",

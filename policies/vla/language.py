@@ -30,6 +30,8 @@ from tether.policies.vla.text_encoder import TextEncoder, encoders_root
 LOCAL_ENCODER = "text_encoder"
 # what the text encoder record must agree on with the one the model was trained with
 MATCH_KEYS = ("name", "dim", "graph_sha256", "tokenizer_sha256")
+# a VLA contract's language entries, copied from a checkpoint into model.json
+LANGUAGE_KEYS = ("text_encoder", "instructions", "text_anchor")
 
 
 def expected_encoder(record: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +42,12 @@ def expected_encoder(record: dict[str, Any]) -> dict[str, Any]:
 class LanguageInput:
     """The instruction in force, its embedding, and how far it is from the training ones."""
 
-    def __init__(self, contract: dict[str, Any], model_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        contract: dict[str, Any],
+        model_dir: Path | None = None,
+        anchor: float | str | None = None,
+    ) -> None:
         record = contract.get("text_encoder")
         if not isinstance(record, dict) or "name" not in record:
             raise ConfigError(
@@ -55,6 +62,12 @@ class LanguageInput:
         self._trained_emb = (
             np.stack([self.encoder.encode(t) for t in self.trained]) if self.trained else None
         )
+        self.anchor = anchor_temperature(contract, anchor)
+        if self.anchor is not None and self._trained_emb is None:
+            raise ConfigError(
+                "text_anchor: the model's contract lists no training instructions to anchor to"
+            )
+        self._anchored: dict[str, tuple[np.ndarray, float]] = {}
         self.instruction: str | None = None
         self._planned_for: str | None = None
 
@@ -88,7 +101,18 @@ class LanguageInput:
             self.instruction = text
         if self.instruction is None:
             return None
-        return self.encoder.encode(self.instruction)
+        return self._anchor(self.instruction)[0]
+
+    def _anchor(self, text: str) -> tuple[np.ndarray, float]:
+        """``text``'s embedding as the policy takes it, and how many training wordings it
+        blends (1 / sum of squared weights); once per new text."""
+        if text not in self._anchored:
+            emb = self.encoder.encode(text)
+            if self.anchor is None or self._trained_emb is None:
+                self._anchored[text] = (emb, 0.0)
+            else:
+                self._anchored[text] = anchored(emb, self._trained_emb, self.anchor)
+        return self._anchored[text]
 
     def status(self, text: str | None = None) -> dict[str, Any]:
         """What a user should see of ``text`` (default: the instruction in force): the
@@ -103,9 +127,32 @@ class LanguageInput:
             best = int(np.argmax(sims))
             out["nearest_training_instruction"] = self.trained[best]
             out["similarity"] = round(float(sims[best]), 4)
+        if self.anchor is not None:
+            out["anchored_wordings"] = round(self._anchor(text)[1], 2)
         if text in self.encoder.truncated:
             out["truncated_to_tokens"] = self.encoder.max_tokens
         return out
+
+
+def anchor_temperature(contract: dict[str, Any], override: float | str | None) -> float | None:
+    """The anchoring temperature in force: ``override`` (a policy config's ``text_anchor``;
+    ``raw`` turns it off) or else the contract's."""
+    value = contract.get("text_anchor") if override is None else override
+    if value is None or value == "raw":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"text_anchor: {value!r} is not a positive temperature or raw")
+    return float(value)
+
+
+def anchored(emb: np.ndarray, trained: np.ndarray, temperature: float) -> tuple[np.ndarray, float]:
+    """The unit mean of the rows of ``trained`` (unit embeddings) weighted by
+    softmax(cosine to ``emb`` / temperature), and the weights' effective count."""
+    logits = (trained @ emb) / temperature
+    w = np.exp(logits - logits.max())
+    w /= w.sum()
+    mix = w @ trained
+    return (mix / np.linalg.norm(mix)).astype(np.float32), float(1.0 / np.sum(w * w))
 
 
 def hold_chunk(spec: RobotSpec, obs: Observation) -> ActionChunk:

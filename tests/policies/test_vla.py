@@ -335,3 +335,68 @@ def test_paraphrases_draw_wordings_of_each_episodes_group(
     cfg.train.paraphrases = tmp_path / "bad.yaml"
     with pytest.raises(TetherError, match="list of wordings"):
         DiffusionTrainer.train(cfg, tmp_path / "ckpt2", resume=False)
+
+
+def test_an_unseen_wording_is_anchored_to_the_training_wordings_nearest_it(
+    trained: Path, language_dataset: Path, tmp_path: Path
+) -> None:
+    """`text_anchor`: the instruction reaches the policy as the softmax(cosine / T) blend of
+    the training instructions' embeddings: a training wording stays itself, an unseen one
+    near "move to the left" acts as that one does; the model folder carries the temperature
+    (model.json), a policy config overrides it, `raw` turns it off."""
+    import json
+    import shutil
+
+    from tether.core.errors import ConfigError
+    from tether.core.experiment import robot_spec
+    from tether.policies.config_onnx import OnnxPolicyConfig
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.runtime import OnnxPolicy
+    from tether.policies.vla.language import anchor_temperature
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(trained, ckpt)
+    contract = json.loads((ckpt / "contract.json").read_text())
+    contract["text_anchor"] = 0.02
+    (ckpt / "contract.json").write_text(json.dumps(contract))
+    model = export_checkpoint(ckpt, "onnx", tmp_path / "folder")
+    assert json.loads(model.with_suffix(".json").read_text())["text_anchor"] == 0.02
+    spec = robot_spec(vla_experiment(trained, 1))
+    anchored = OnnxPolicy(OnnxPolicyConfig(model=model), spec)
+    raw = OnnxPolicy(OnnxPolicyConfig(model=model, text_anchor="raw"), spec)
+    assert anchored.language.anchor == 0.02 and raw.language.anchor is None
+    unseen = "go over to the left side"
+    enc = anchored.language.encoder
+    left, right, text = (enc.encode(t) for t in (LEFT, RIGHT, unseen))
+    assert text @ left < 0.95 and text @ left > text @ right  # unseen, nearer LEFT
+    q = start_state(1)
+    q[:7] += 0.05
+
+    fresh = {id(p): p.state() for p in (anchored, raw)}
+
+    def first_action(policy: OnnxPolicy, instruction: str) -> np.ndarray:
+        policy.load_state(fresh[id(policy)])  # the same noise each time
+        return policy.act(_obs(q, instruction)).actions[0]
+
+    # the embedding the graph gets: the unseen wording's is (almost) LEFT's, a training
+    # wording's is its own; raw leaves both as the encoder gives them
+    assert anchored.language.embedding(_obs(q, unseen)) @ left > 0.999
+    assert anchored.language.embedding(_obs(q, RIGHT)) @ right > 0.999
+    np.testing.assert_array_equal(raw.language.embedding(_obs(q, unseen)), text)
+    np.testing.assert_allclose(
+        first_action(anchored, unseen), first_action(anchored, LEFT), atol=1e-3
+    )
+    np.testing.assert_allclose(first_action(anchored, RIGHT), first_action(raw, RIGHT), atol=5e-3)
+    status = anchored.language.status(unseen)
+    assert status["nearest_training_instruction"] == LEFT
+    assert 1.0 <= status["anchored_wordings"] < 1.1
+    assert "anchored_wordings" not in raw.language.status(unseen)
+    # the trainer writes the temperature into the checkpoint's contract
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    out = tmp_path / "anchor_ckpt"
+    cfg = vla_experiment(language_dataset, 2, denoiser="mlp", mlp_width=16, text_anchor=0.05)
+    DiffusionTrainer.train(cfg, out, resume=False)
+    assert json.loads((out / "contract.json").read_text())["text_anchor"] == 0.05
+    with pytest.raises(ConfigError, match="positive temperature"):
+        anchor_temperature({"text_anchor": 0.02}, -1.0)
