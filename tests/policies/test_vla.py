@@ -343,7 +343,8 @@ def test_an_unseen_wording_is_anchored_to_the_training_wordings_nearest_it(
     """`text_anchor`: the instruction reaches the policy as the softmax(cosine / T) blend of
     the training instructions' embeddings: a training wording stays itself, an unseen one
     near "move to the left" acts as that one does; the model folder carries the temperature
-    (model.json), a policy config overrides it, `raw` turns it off."""
+    (model.json), a policy config overrides it, `raw` turns it off; the torch policy on the
+    checkpoint reads it the same way."""
     import json
     import shutil
 
@@ -387,6 +388,12 @@ def test_an_unseen_wording_is_anchored_to_the_training_wordings_nearest_it(
         first_action(anchored, unseen), first_action(anchored, LEFT), atol=1e-3
     )
     np.testing.assert_allclose(first_action(anchored, RIGHT), first_action(raw, RIGHT), atol=5e-3)
+    # the torch policy on the checkpoint reads the same contract entry
+    from tether.policies.diffusion.config import DiffusionPolicyConfig
+    from tether.policies.diffusion.policy import DiffusionPolicy
+
+    torch_policy = DiffusionPolicy(DiffusionPolicyConfig(checkpoint=ckpt), spec)
+    assert torch_policy.language.embedding(_obs(q, unseen)) @ left > 0.999
     status = anchored.language.status(unseen)
     assert status["nearest_training_instruction"] == LEFT
     assert 1.0 <= status["anchored_wordings"] < 1.1
