@@ -101,17 +101,18 @@ class LanguageInput:
             self.instruction = text
         if self.instruction is None:
             return None
+        if self.anchor is None:
+            return self.encoder.encode(self.instruction)
         return self._anchor(self.instruction)[0]
 
     def _anchor(self, text: str) -> tuple[np.ndarray, float]:
-        """``text``'s embedding as the policy takes it, and how many training wordings it
-        blends (1 / sum of squared weights); once per new text."""
+        """``text``'s anchored embedding and how many training wordings it blends (1 / sum
+        of squared weights); once per new text (only with ``self.anchor`` set)."""
         if text not in self._anchored:
-            emb = self.encoder.encode(text)
-            if self.anchor is None or self._trained_emb is None:
-                self._anchored[text] = (emb, 0.0)
-            else:
-                self._anchored[text] = anchored(emb, self._trained_emb, self.anchor)
+            assert self.anchor is not None and self._trained_emb is not None
+            self._anchored[text] = anchored(
+                self.encoder.encode(text), self._trained_emb, self.anchor
+            )
         return self._anchored[text]
 
     def status(self, text: str | None = None) -> dict[str, Any]:
