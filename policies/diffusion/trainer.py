@@ -117,6 +117,31 @@ def load_paraphrases(path: Path | None) -> dict[str, list[str]] | None:
     return {str(g): list(ws) for g, ws in data.items()}
 
 
+def _keep_scaling(contract: dict[str, Any], saved: dict[str, Any]) -> None:
+    """On resume the network keeps the normalization it was trained with (its weights hold
+    it): a dataset that grew since may span a wider range, and the contract must describe
+    the weights, so the checkpoint's scaling is kept and the difference is said once."""
+    for key in ("normalization", "action_scale"):
+        if key in saved and saved[key] != contract[key]:
+            wider = _widest_change(saved[key], contract[key])
+            print(
+                f"resume: the dataset's {key} differs from the checkpoint's (largest change "
+                f"{wider:.3g}); the checkpoint's is kept, the weights were trained with it"
+            )
+            contract[key] = saved[key]
+
+
+def _widest_change(a: Any, b: Any) -> float:
+    """Largest absolute difference between two nested dicts / lists of numbers."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return max([_widest_change(a[k], b[k]) for k in a.keys() & b.keys()] or [0.0])
+    try:
+        x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    except (TypeError, ValueError):
+        return 0.0
+    return float(np.abs(x - y).max()) if x.shape == y.shape and x.size else 0.0
+
+
 def _lr(tc: DiffusionTrainConfig, step: int) -> float:
     if step < tc.warmup_steps:
         return tc.lr * (step + 1) / tc.warmup_steps
@@ -196,6 +221,8 @@ class DiffusionTrainer:
                 f"{len(ds.instructions)} wordings drawn in training"
             )
         contract = make_contract(cfg, tc, ds)
+        if resume and (out / TRAIN_META).exists():
+            _keep_scaling(contract, json.loads((out / "contract.json").read_text()))
         net = build_net(contract)
         ema = copy.deepcopy(net).eval()
         for p in ema.parameters():

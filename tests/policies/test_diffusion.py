@@ -106,6 +106,37 @@ def test_resume_matches_an_uninterrupted_run(tiny_dataset: Path, tmp_path: Path)
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
 
 
+def test_resume_on_a_grown_dataset_keeps_the_checkpoints_scaling(
+    tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More demonstrations appended since: their range differs, but the weights were trained
+    with the checkpoint's normalization, so the contract keeps describing it."""
+    from policy_helpers import write_dataset
+    from safetensors.torch import load_file
+
+    from tether.policies.diffusion.dataset import load_windows
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    grown = write_dataset(tmp_path / "grown", episodes=6)
+    lo_new = load_windows(grown, DiffusionModelConfig(**TINY_MODEL)).stats["state"][0]
+    out = tmp_path / "ckpt"
+    DiffusionTrainer.train(experiment(tiny_dataset, steps=2), out, resume=False)
+    first = json.loads((out / "contract.json").read_text())
+    assert not np.allclose(first["normalization"]["state"]["min"], lo_new)  # it did grow
+    capsys.readouterr()
+    DiffusionTrainer.train(experiment(grown, steps=4), out, resume=True)
+    assert "the checkpoint's is kept" in capsys.readouterr().out
+    resumed = json.loads((out / "contract.json").read_text())
+    assert resumed["normalization"] == first["normalization"]
+    assert resumed["action_scale"] == first["action_scale"]
+    assert resumed["step"] == 4 and resumed["dataset"] == str(grown)
+    # what the weights hold is what the contract says
+    weights = load_file(str(out / "model.safetensors"))
+    lo = np.asarray(first["normalization"]["state"]["min"])
+    hi = np.asarray(first["normalization"]["state"]["max"])
+    np.testing.assert_allclose(weights["norm.state.scale"].numpy(), 2 / (hi - lo), rtol=1e-5)
+
+
 def test_policy_answers_at_control_rate_and_replans(
     tiny_dataset: Path, tmp_path: Path, panda
 ) -> None:
