@@ -221,7 +221,8 @@ class DiffusionTrainer:
                 f"{len(ds.instructions)} wordings drawn in training"
             )
         contract = make_contract(cfg, tc, ds)
-        if resume and (out / TRAIN_META).exists():
+        resuming = resume and (out / TRAIN_META).exists()
+        if resuming:
             _keep_scaling(contract, json.loads((out / "contract.json").read_text()))
         net = build_net(contract)
         ema = copy.deepcopy(net).eval()
@@ -231,7 +232,7 @@ class DiffusionTrainer:
         gen = torch.Generator().manual_seed(tc.seed)
         rng = np.random.default_rng(tc.seed)
         step, losses, train_s = 0, [], 0.0
-        if resume and (out / TRAIN_META).exists():
+        if resuming:
             meta = load_train_state(out, net, ema, opt, gen, rng)
             step, losses, train_s = meta["step"], meta["losses"], meta["train_s"]
             print(f"resumed from step {step}")
