@@ -54,6 +54,7 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
         contract.get("action_names"),
         int(contract["obs_shapes"][TEXT_KEY][0]) if TEXT_KEY in cfg.obs_keys else None,
         norm.get(TEXT_KEY) if cfg.text_norm else None,
+        contract.get("instruction_groups"),
     )
 
 

@@ -112,6 +112,13 @@ class DiffusionModelConfig(BaseModel):
     # a training wording maps to itself within about exp(-0.1 / text_anchor). None: the
     # embedding as the encoder gives it (docs/vla.md, 'Anchoring the instruction')
     text_anchor: float | None = Field(None, gt=0)
+    # one denoiser per group of train.paraphrases (a sub-task: its wordings), their
+    # predictions mixed by the instruction's nearness to each group: softmax(cosine /
+    # expert_temperature) over the training wordings, summed per group. A training wording
+    # drives its own group's denoiser; any other text a blend (docs/vla.md, 'Per-task
+    # experts'). The wordings' embeddings live in the weights, the groups in the contract
+    task_experts: bool = False
+    expert_temperature: float = Field(0.02, gt=0)
 
 
 class DiffusionTrainConfig(ComponentConfig):
@@ -138,6 +145,10 @@ class DiffusionTrainConfig(ComponentConfig):
     # group of its episode's instruction (docs/vla.md, configs/paraphrases/multitask.yaml)
     paraphrases: Path | None = None
     checkpoint_every: int = Field(500, ge=1)
+    # start from another checkpoint's (EMA) weights wherever names and shapes match (the
+    # rest as initialised; a shared denoiser seeds each of model.task_experts' experts);
+    # normalization comes from this run's dataset. Ignored on --resume
+    init_from: Path | None = None
     # torch intra-op threads while training; more threads than free cores slows training
     # down several-fold (OpenMP threads wait on each other)
     threads: int = Field(1, ge=1)

@@ -37,6 +37,7 @@ from tether.policies.diffusion.model import (
     CondResBlock1d,
     Conv1dBlock,
     DiffusionNet,
+    ExpertDenoiser,
     alphas_cumprod,
     ddim_timesteps,
     flow_timesteps,
@@ -243,25 +244,52 @@ class FastSampler(nn.Module):
             a_t = float(ab[t])
             a_prev = float(ab[t - ratio]) if t - ratio >= 0 else 1.0
             self.coef.append((math.sqrt(1 - a_t), math.sqrt(a_t), math.sqrt(a_prev), a_prev))
-        self.unet = (
-            FastUnet(net.denoiser, net.cfg.horizon, ts)
-            if isinstance(net.denoiser, ConditionalUnet1d)
+        # per-task experts (model.task_experts): one fast U-Net each, mixed by the gate that
+        # DiffusionNet.encode appends to the conditioning
+        den = net.denoiser
+        unets = list(den.experts) if isinstance(den, ExpertDenoiser) else [den]
+        self.unets = (
+            nn.ModuleList(FastUnet(u, net.cfg.horizon, ts) for u in unets)  # type: ignore[arg-type]
+            if all(isinstance(u, ConditionalUnet1d) for u in unets)
             else None
         )
+        self.experts = net.experts
+
+    def _films(self, cond: Tensor) -> tuple[Tensor | None, list[list[list[tuple[Tensor, Tensor]]]]]:
+        """The experts' gate (None without experts) and each U-Net's FiLM terms per step."""
+        gate = None
+        if self.experts:
+            gate, cond = cond[:, -self.experts :], cond[:, : -self.experts]
+        assert self.unets is not None
+        return gate, [u.films(cond) for u in self.unets]  # type: ignore[operator]
+
+    def _mix(self, x: Tensor, k: int, gate: Tensor | None, films: list[Any]) -> Tensor:
+        assert self.unets is not None
+        outs = [u(x, f[k]) for u, f in zip(self.unets, films, strict=True)]
+        if gate is None:
+            return outs[0]
+        out = gate[:, 0, None, None, None] * outs[0]
+        for i in range(1, len(outs)):
+            out = out + gate[:, i, None, None, None] * outs[i]
+        return out
 
     def forward(self, obs: dict[str, Tensor], noise: Tensor) -> Tensor:
-        if self.unet is None:
+        if self.unets is None:
             return self.net.sample(obs, noise, self.steps)
-        films = self.unet.films(self.net.encode(obs))
-        nulls = self.unet.films(self.net.encode(obs, False)) if self.net.guided else None
+        gate, films = self._films(self.net.encode(obs))
+        null_gate, nulls = (
+            self._films(self.net.encode(obs, False)) if self.net.guided else (None, None)
+        )
 
         def predict(x: Tensor, k: int) -> Tensor:
-            out = self.unet(x, films[k])
-            return out if nulls is None else self.net.guide(out, self.unet(x, nulls[k]))
+            out = self._mix(x, k, gate, films)
+            if nulls is None:
+                return out
+            return self.net.guide(out, self._mix(x, k, null_gate, nulls))
 
         x = noise.transpose(1, 2)[:, :, None]  # (B, D, 1, H)
         if self.flow:  # Euler steps along the predicted velocity
-            for k in range(len(films)):
+            for k in range(self.steps):
                 x = x + predict(x, k) * (1.0 / self.steps)
             return self.net.to_actions(x[:, :, 0].transpose(1, 2).clamp(-1.0, 1.0))
         for k, (s1, sa, sp, a_prev) in enumerate(self.coef):

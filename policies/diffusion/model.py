@@ -332,6 +332,32 @@ class MlpDenoiser(nn.Module):
         return self.out(h).reshape(x.shape)
 
 
+class ExpertDenoiser(nn.Module):
+    """K denoisers mixed per sample: the last K columns of the conditioning are the mixing
+    weights (the instruction's gate, DiffusionNet.encode), the rest conditions each expert."""
+
+    def __init__(self, experts: list[nn.Module]) -> None:
+        super().__init__()
+        self.experts = nn.ModuleList(experts)
+
+    def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
+        k = len(self.experts)
+        gate, c = cond[:, -k:], cond[:, :-k]
+        if self.training:  # each expert only on the samples it weighs in (a training
+            # wording gives its own group nearly all the weight): about one expert's compute
+            out = torch.zeros_like(x)
+            for i, expert in enumerate(self.experts):
+                idx = torch.nonzero(gate[:, i] > 1e-3).flatten()
+                if len(idx):
+                    y = expert(x[idx], t[idx], c[idx]) * gate[idx, i, None, None]
+                    out = out.index_add(0, idx, y)
+            return out
+        out = gate[:, 0, None, None] * self.experts[0](x, t, c)
+        for i in range(1, k):
+            out = out + gate[:, i, None, None] * self.experts[i](x, t, c)
+        return out
+
+
 class DiffusionNet(nn.Module):
     """Observation encoder + noise predictor + normalization + noise schedule.
 
@@ -352,6 +378,7 @@ class DiffusionNet(nn.Module):
         action_names: list[str] | None = None,
         text_in: int | None = None,
         text_stats: dict[str, Any] | None = None,
+        groups: list[list[int]] | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -400,18 +427,34 @@ class DiffusionNet(nn.Module):
             for e in self.encoders.values()
         )
         cond_dim = per_step * cfg.obs_horizon + (cfg.text_dim if self.text else 0)
-        self.denoiser: nn.Module
-        if cfg.denoiser == "mlp":
-            self.denoiser = MlpDenoiser(
-                self.action_dim,
-                cfg.horizon,
-                cond_dim,
-                cfg.mlp_width,
-                cfg.mlp_blocks,
-                cfg.step_embed_dim,
-            )
-        else:
-            self.denoiser = ConditionalUnet1d(
+        # per-task experts: the training wordings' unit embeddings (filled by the trainer,
+        # then saved with the weights) and which group each belongs to
+        self.experts = 0
+        if cfg.task_experts:
+            if not self.text or not groups:
+                raise ConfigError(
+                    "model.task_experts needs the instruction input and train.paraphrases "
+                    "(its groups are the experts)"
+                )
+            rows = sum(len(g) for g in groups)
+            member = torch.zeros(rows, len(groups))
+            for i, g in enumerate(groups):
+                member[list(g), i] = 1.0
+            self.experts = len(groups)
+            self.register_buffer("expert_wordings", torch.zeros(rows, int(text_in or 0)))
+            self.register_buffer("expert_member", member)
+
+        def make() -> nn.Module:
+            if cfg.denoiser == "mlp":
+                return MlpDenoiser(
+                    self.action_dim,
+                    cfg.horizon,
+                    cond_dim,
+                    cfg.mlp_width,
+                    cfg.mlp_blocks,
+                    cfg.step_embed_dim,
+                )
+            return ConditionalUnet1d(
                 self.action_dim,
                 cond_dim,
                 cfg.down_dims,
@@ -422,6 +465,10 @@ class DiffusionNet(nn.Module):
                 cfg.res_blocks,
                 cfg.mid_blocks,
             )
+
+        self.denoiser: nn.Module = (
+            ExpertDenoiser([make() for _ in range(self.experts)]) if self.experts else make()
+        )
         self.register_buffer(
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
         )
@@ -433,6 +480,7 @@ class DiffusionNet(nn.Module):
         zeros after text_norm (guidance, text_dropout)."""
         feats = []
         text = obs[TEXT_KEY][:, -1] if self.text else None
+        gate = self.expert_gate(text) if text is not None and self.experts else None
         if text is not None and self.text_norm is not None:
             text = self.text_norm(text)
         if text is not None and keep_text is not True:
@@ -452,7 +500,16 @@ class DiffusionNet(nn.Module):
         cond = torch.cat(feats, -1).flatten(1)
         if self.text_proj is not None:
             cond = torch.cat([cond, self.text_proj(text)], -1)
+        if gate is not None:  # read off again by ExpertDenoiser
+            cond = torch.cat([cond, gate], -1)
         return cond
+
+    def expert_gate(self, text: Tensor) -> Tensor:
+        """(B, E) instruction embeddings -> (B, K) expert weights: softmax(cosine /
+        expert_temperature) over the training wordings, summed per group."""
+        unit = text / text.norm(dim=-1, keepdim=True).clamp_min(1e-8)
+        w = F.softmax(unit @ self.expert_wordings.T / self.cfg.expert_temperature, -1)
+        return w @ self.expert_member
 
     def loss(self, obs: dict[str, Tensor], actions: Tensor, gen: torch.Generator | None) -> Tensor:
         """DDPM epsilon-prediction loss of raw actions (B, H, D) given raw observations; for

@@ -59,6 +59,9 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
         language = {"text_encoder": ds.text_encoder, "instructions": ds.instructions}
         if m.text_anchor is not None:
             language["text_anchor"] = m.text_anchor
+    if m.task_experts and ds.group_rows is not None:
+        # the experts: each group's rows among the wordings (contract "instructions")
+        language["instruction_groups"] = [g.tolist() for g in ds.group_rows]
     return {
         "format": CKPT_FORMAT,
         "trainer": "diffusion",
@@ -140,6 +143,34 @@ def _widest_change(a: Any, b: Any) -> float:
     except (TypeError, ValueError):
         return 0.0
     return float(np.abs(x - y).max()) if x.shape == y.shape and x.size else 0.0
+
+
+def _init_from(net: DiffusionNet, path: Path) -> None:
+    """train.init_from: copy a checkpoint's weights into ``net`` wherever a name and shape
+    match; a shared denoiser's weights seed every expert (denoiser.experts.<i>.*). The
+    normalization buffers stay this run's (they follow its dataset)."""
+    from safetensors.torch import load_file
+
+    from tether.policies.diffusion.checkpoint import WEIGHTS
+
+    if not (path / WEIGHTS).is_file():
+        raise TetherError(f"train.init_from: {path} holds no {WEIGHTS}")
+    old = load_file(str(path / WEIGHTS))
+    state = net.state_dict()
+    copied = 0
+    for name, value in state.items():
+        if "norm." in name or name.startswith("expert_"):
+            continue
+        src = name
+        if name.startswith("denoiser.experts.") and name not in old:
+            src = "denoiser." + name.split(".", 3)[3]
+        if src in old and old[src].shape == value.shape:
+            state[name] = old[src]
+            copied += 1
+    if not copied:
+        raise TetherError(f"train.init_from: no weight of {path} fits this model")
+    net.load_state_dict(state)
+    print(f"init_from {path}: {copied} of {len(state)} tensors copied")
 
 
 def _lr(tc: DiffusionTrainConfig, step: int) -> float:
@@ -225,6 +256,11 @@ class DiffusionTrainer:
         if resuming:
             _keep_scaling(contract, json.loads((out / "contract.json").read_text()))
         net = build_net(contract)
+        if net.experts and ds.wordings is not None:
+            w = torch.from_numpy(ds.wordings)
+            net.expert_wordings.copy_(w / w.norm(dim=-1, keepdim=True))
+        if tc.init_from is not None and not resuming:
+            _init_from(net, Path(tc.init_from))
         ema = copy.deepcopy(net).eval()
         for p in ema.parameters():
             p.requires_grad_(False)

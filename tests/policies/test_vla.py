@@ -407,3 +407,88 @@ def test_an_unseen_wording_is_anchored_to_the_training_wordings_nearest_it(
     assert json.loads((out / "contract.json").read_text())["text_anchor"] == 0.05
     with pytest.raises(ConfigError, match="positive temperature"):
         anchor_temperature({"text_anchor": 0.02}, -1.0)
+
+
+def test_task_experts_give_each_group_of_wordings_its_own_denoiser(
+    language_dataset: Path, tmp_path: Path
+) -> None:
+    """model.task_experts: one U-Net per group of train.paraphrases, mixed by the
+    instruction's nearness to each group's wordings. A training wording drives its own
+    group's expert (weight > 0.99) and trains only that one; the sparse training path and
+    the dense one agree; the exported graph matches torch <= 1e-4; train.init_from seeds
+    every expert with a shared denoiser, so the mixture acts as that denoiser did; without
+    groups it is refused."""
+    import json
+
+    from tether.core.errors import ConfigError, TetherError
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import example_inputs, export_onnx, parity
+    from tether.policies.diffusion.model import ExpertDenoiser
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+    from tether.policies.vla.text_encoder import DEFAULT_ENCODER, TextEncoder, text_encoder_dir
+
+    (tmp_path / "groups.yaml").write_text(
+        "left: [move to the left, go to the left]\nright: [move to the right]\n"
+    )
+    unet = {"obs_keys": ["state", "instruction"], "down_dims": [8, 16], "kernel_size": 3}
+    shared = vla_experiment(language_dataset, 2, **unet)
+    shared.train.paraphrases = tmp_path / "groups.yaml"
+    DiffusionTrainer.train(shared, tmp_path / "shared", resume=False)
+    cfg = vla_experiment(language_dataset, 2, task_experts=True, **unet)
+    cfg.train.paraphrases = tmp_path / "groups.yaml"
+    cfg.train.init_from = tmp_path / "shared"
+    cfg.train.lr = 1e-12  # (two steps that leave the copied weights as they are)
+    DiffusionTrainer.train(cfg, tmp_path / "experts", resume=False)
+    net, contract = load_net(tmp_path / "experts")
+    assert contract["instruction_groups"] == [[0, 1], [2]]
+    assert isinstance(net.denoiser, ExpertDenoiser) and len(net.denoiser.experts) == 2
+    enc = TextEncoder(text_encoder_dir(cfg.train.text_encoder or DEFAULT_ENCODER))
+    emb = torch.from_numpy(np.stack([enc.encode(t) for t in (LEFT, "go to the left", RIGHT)]))
+    torch.testing.assert_close(net.expert_wordings, emb / emb.norm(dim=-1, keepdim=True))
+    gate = net.expert_gate(emb)
+    assert (gate[:2, 0] > 0.99).all() and gate[2, 1] > 0.99
+    torch.testing.assert_close(gate.sum(-1), torch.ones(3))
+
+    # init_from: both experts hold the shared denoiser, so the mixture samples as it did
+    ref, _ = load_net(tmp_path / "shared")
+    x = example_inputs(net, contract)
+    obs = {"state": x[0], "instruction": x[1]}
+    with torch.no_grad():
+        torch.testing.assert_close(
+            net.sample(obs, x[2], 4), ref.sample(obs, x[2], 4), atol=1e-5, rtol=0
+        )
+
+    # distinct experts: the training path (each expert on its samples) = the dense one,
+    # and a batch of left wordings trains the left expert only
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.denoiser.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    b = 6
+    text = emb[torch.tensor([0, 1, 2, 0, 2, 1])][:, None]
+    batch = {"state": x[0].repeat(b, 1, 1), "instruction": text}
+    xt, t = torch.randn(b, 4, 8, generator=g), torch.rand(b, generator=g) * 100
+    cond = net.encode(batch)
+    with torch.no_grad():
+        dense = net.denoiser.eval()(xt, t, cond)
+        sparse = net.denoiser.train()(xt, t, cond)
+    torch.testing.assert_close(sparse, dense, atol=1e-3, rtol=0)
+    net.train()
+    left = {"state": x[0].repeat(2, 1, 1), "instruction": emb[:2, None]}
+    net.loss(left, torch.zeros(2, 4, 8), g).backward()
+    grads = [
+        sum(float(p.grad.abs().sum()) for p in e.parameters() if p.grad is not None)
+        for e in net.denoiser.experts
+    ]
+    assert grads[0] > 0 and grads[1] < 0.01 * grads[0]  # (the gate: > 0.99 and < 0.01)
+    net.eval()
+    path = export_onnx(net, contract, tmp_path / "onnx")
+    assert parity(net, contract, path) <= 1e-4
+
+    bad = vla_experiment(language_dataset, 1, task_experts=True, **unet)
+    with pytest.raises(ConfigError, match="task_experts"):
+        DiffusionTrainer.train(bad, tmp_path / "bad", resume=False)
+    cfg.train.init_from = tmp_path / "nowhere"
+    with pytest.raises(TetherError, match="init_from: .*nowhere holds no model.safetensors"):
+        DiffusionTrainer.train(cfg, tmp_path / "bad2", resume=False)
+    assert json.loads((tmp_path / "experts" / "contract.json").read_text())["model"]["task_experts"]
