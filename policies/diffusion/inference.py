@@ -41,6 +41,7 @@ from tether.policies.diffusion.model import (
     alphas_cumprod,
     ddim_timesteps,
     flow_timesteps,
+    mix_experts,
     step_embedding,
 )
 
@@ -253,25 +254,20 @@ class FastSampler(nn.Module):
             if all(isinstance(u, ConditionalUnet1d) for u in unets)
             else None
         )
-        self.experts = net.experts
+        self.n_experts = net.n_experts
 
     def _films(self, cond: Tensor) -> tuple[Tensor | None, list[list[list[tuple[Tensor, Tensor]]]]]:
         """The experts' gate (None without experts) and each U-Net's FiLM terms per step."""
         gate = None
-        if self.experts:
-            gate, cond = cond[:, -self.experts :], cond[:, : -self.experts]
+        if self.n_experts:
+            gate, cond = cond[:, -self.n_experts :], cond[:, : -self.n_experts]
         assert self.unets is not None
         return gate, [u.films(cond) for u in self.unets]  # type: ignore[operator]
 
     def _mix(self, x: Tensor, k: int, gate: Tensor | None, films: list[Any]) -> Tensor:
         assert self.unets is not None
         outs = [u(x, f[k]) for u, f in zip(self.unets, films, strict=True)]
-        if gate is None:
-            return outs[0]
-        out = gate[:, 0, None, None, None] * outs[0]
-        for i in range(1, len(outs)):
-            out = out + gate[:, i, None, None, None] * outs[i]
-        return out
+        return outs[0] if gate is None else mix_experts(gate, outs)
 
     def forward(self, obs: dict[str, Tensor], noise: Tensor) -> Tensor:
         if self.unets is None:

@@ -332,6 +332,15 @@ class MlpDenoiser(nn.Module):
         return self.out(h).reshape(x.shape)
 
 
+def mix_experts(gate: Tensor, outs: list[Tensor]) -> Tensor:
+    """sum_i gate[:, i] * outs[i]: (B, K) weights over K same-shaped (B, ...) predictions."""
+    g = gate.reshape(*gate.shape, *[1] * (outs[0].dim() - 1))
+    out = g[:, 0] * outs[0]
+    for i in range(1, len(outs)):
+        out = out + g[:, i] * outs[i]
+    return out
+
+
 class ExpertDenoiser(nn.Module):
     """K denoisers mixed per sample: the last K columns of the conditioning are the mixing
     weights (the instruction's gate, DiffusionNet.encode), the rest conditions each expert."""
@@ -352,10 +361,7 @@ class ExpertDenoiser(nn.Module):
                     y = expert(x[idx], t[idx], c[idx]) * gate[idx, i, None, None]
                     out = out.index_add(0, idx, y)
             return out
-        out = gate[:, 0, None, None] * self.experts[0](x, t, c)
-        for i in range(1, k):
-            out = out + gate[:, i, None, None] * self.experts[i](x, t, c)
-        return out
+        return mix_experts(gate, [expert(x, t, c) for expert in self.experts])
 
 
 class DiffusionNet(nn.Module):
@@ -429,7 +435,7 @@ class DiffusionNet(nn.Module):
         cond_dim = per_step * cfg.obs_horizon + (cfg.text_dim if self.text else 0)
         # per-task experts: the training wordings' unit embeddings (filled by the trainer,
         # then saved with the weights) and which group each belongs to
-        self.experts = 0
+        self.n_experts = 0
         if cfg.task_experts:
             if not self.text or not groups:
                 raise ConfigError(
@@ -440,7 +446,7 @@ class DiffusionNet(nn.Module):
             member = torch.zeros(rows, len(groups))
             for i, g in enumerate(groups):
                 member[list(g), i] = 1.0
-            self.experts = len(groups)
+            self.n_experts = len(groups)
             self.register_buffer("expert_wordings", torch.zeros(rows, int(text_in or 0)))
             self.register_buffer("expert_member", member)
 
@@ -467,7 +473,7 @@ class DiffusionNet(nn.Module):
             )
 
         self.denoiser: nn.Module = (
-            ExpertDenoiser([make() for _ in range(self.experts)]) if self.experts else make()
+            ExpertDenoiser([make() for _ in range(self.n_experts)]) if self.n_experts else make()
         )
         self.register_buffer(
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
@@ -480,7 +486,7 @@ class DiffusionNet(nn.Module):
         zeros after text_norm (guidance, text_dropout)."""
         feats = []
         text = obs[TEXT_KEY][:, -1] if self.text else None
-        gate = self.expert_gate(text) if text is not None and self.experts else None
+        gate = self.expert_gate(text) if text is not None and self.n_experts else None
         if text is not None and self.text_norm is not None:
             text = self.text_norm(text)
         if text is not None and keep_text is not True:

@@ -256,7 +256,7 @@ class DiffusionTrainer:
         if resuming:
             _keep_scaling(contract, json.loads((out / "contract.json").read_text()))
         net = build_net(contract)
-        if net.experts and ds.wordings is not None:
+        if net.n_experts and ds.wordings is not None:
             w = torch.from_numpy(ds.wordings)
             net.expert_wordings.copy_(w / w.norm(dim=-1, keepdim=True))
         if tc.init_from is not None and not resuming:
