@@ -95,13 +95,17 @@ def save_checkpoint(
     gen: torch.Generator,
     rng: np.random.Generator,
     meta: dict[str, Any],
+    aux: torch.nn.Module | None = None,
 ) -> None:
-    """Write (replace) the checkpoint in ``out``: weights first, contract last."""
+    """Write (replace) the checkpoint in ``out``: weights first, contract last. ``aux``: a
+    training-only head (train.aux_env_state), kept in the training state for --resume."""
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in ema.state_dict().items()}, str(out / WEIGHTS))
     opt_tensors, groups = _optimizer_tensors(opt)
     state = {f"net.{k}": v.contiguous() for k, v in net.state_dict().items()}
     state.update(opt_tensors)
+    if aux is not None:
+        state.update({f"aux.{k}": v.contiguous() for k, v in aux.state_dict().items()})
     state["torch_rng"] = gen.get_state()
     save_file(state, str(out / TRAIN_STATE))
     atomic_write_json(
@@ -118,11 +122,20 @@ def load_train_state(
     opt: torch.optim.Optimizer,
     gen: torch.Generator,
     rng: np.random.Generator,
+    aux: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
     """Restore what save_checkpoint wrote; returns the meta (step, losses)."""
     meta = json.loads((path / TRAIN_META).read_text())
     state = load_file(str(path / TRAIN_STATE))
+    has_aux = any(k.startswith("aux.") for k in state)
+    if has_aux != (aux is not None):
+        raise TetherError(
+            f"{path}: the run was trained {'with' if has_aux else 'without'} "
+            f"train.aux_env_state; resume it {'with' if has_aux else 'without'} it too"
+        )
     net.load_state_dict({k[4:]: v for k, v in state.items() if k.startswith("net.")})
+    if aux is not None:
+        aux.load_state_dict({k[4:]: v for k, v in state.items() if k.startswith("aux.")})
     ema.load_state_dict(load_file(str(path / WEIGHTS)))
     per_param: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in state.items():

@@ -149,6 +149,13 @@ class DiffusionTrainConfig(ComponentConfig):
     # rest as initialised; a shared denoiser seeds each of model.task_experts' experts);
     # normalization comes from this run's dataset. Ignored on --resume
     init_from: Path | None = None
+    # auxiliary loss (0: off): the image features of the latest frame (every camera's
+    # keypoints) also predict the scene's true object poses (the dataset's
+    # observation.environment_state, scaled to [-1, 1]) through a small head, at this weight
+    # beside the denoiser's loss, so the image encoder learns where the objects are. The
+    # head is used only in training: the policy's inputs and the exported model are
+    # unchanged (docs/vla.md)
+    aux_env_state: float = Field(0.0, ge=0)
     # torch intra-op threads while training; more threads than free cores slows training
     # down several-fold (OpenMP threads wait on each other)
     threads: int = Field(1, ge=1)

@@ -112,17 +112,21 @@ def load_windows(
     max_episodes: int | None = None,
     text_encoder: str | None = None,
     paraphrases: dict[str, list[str]] | None = None,
+    extra_keys: tuple[str, ...] = (),
 ) -> WindowDataset:
     """Decode a dataset into training windows for ``cfg``'s keys and horizons. The
     instruction key becomes each frame's task string embedded by the frozen text encoder
     ``text_encoder`` (a name under tether.policies.vla.text_encoder.encoders_root()), once
     per distinct string. ``paraphrases`` (group -> wordings that mean the same): each
     instruction must be in one group; :meth:`WindowDataset.paraphrase` then draws any
-    wording of its group, and ``instructions`` lists every wording of the groups used."""
+    wording of its group, and ``instructions`` lists every wording of the groups used.
+    ``extra_keys``: low-dim keys loaded beside the model's (training targets such as
+    train.aux_env_state's), in ``obs`` and ``stats`` but not among the policy's inputs."""
     reader = LeRobotReader(root)
     if reader.num_episodes == 0:
         raise TetherError(f"{root}: the dataset has no episodes")
-    for key in cfg.obs_keys:
+    keys = list(dict.fromkeys([*cfg.obs_keys, *extra_keys]))
+    for key in keys:
         if key == TEXT_KEY:
             continue
         if key.startswith(IMAGE_PREFIX) or key in ("state", "env_state"):
@@ -142,7 +146,7 @@ def load_windows(
     instructions: list[str] = []
     frame_texts: list[str] = []
     n_eps = min(reader.num_episodes, max_episodes or reader.num_episodes)
-    frames: dict[str, list[np.ndarray]] = {k: [] for k in cfg.obs_keys}
+    frames: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     # camera frames are most of the memory (two 96x96 cameras: 55 kB a frame): they go
     # straight into one array per camera, not a list concatenated at the end (twice the peak)
     total = int(sum(r["length"] for r in reader.episodes[:n_eps]))
@@ -154,7 +158,7 @@ def load_windows(
     for i in range(n_eps):
         ep: dict[str, Any] = reader.episode(i, decode_video=False)
         n = len(ep["index"])
-        for key in cfg.obs_keys:
+        for key in keys:
             feature = dataset_feature(key)
             if key.startswith(IMAGE_PREFIX):
                 img = reader.frames(i, feature, ep["timestamp"].astype(np.float64))
@@ -175,7 +179,7 @@ def load_windows(
         )
         action_index.append(start + np.clip(k[:, None] + np.arange(cfg.horizon)[None], 0, n - 1))
         start += n
-    obs = {k: images[k] if k in images else np.concatenate(frames[k]) for k in cfg.obs_keys}
+    obs = {k: images[k] if k in images else np.concatenate(frames[k]) for k in keys}
     wordings = group_rows = frame_group = None
     if paraphrases is not None:
         if encoder is None:
@@ -185,7 +189,7 @@ def load_windows(
         wordings = np.stack([encoder.encode(t) for t in texts]).astype(np.float32)
         instructions = texts
     action = np.concatenate(actions)
-    stats = {k: _minmax(reader, dataset_feature(k), obs[k]) for k in cfg.obs_keys if low_dim(k)}
+    stats = {k: _minmax(reader, dataset_feature(k), obs[k]) for k in keys if low_dim(k)}
     stats["action"] = _minmax(reader, "action", action)
     names = reader.features["action"].get("names") or [f"a{i}" for i in range(action.shape[1])]
     return WindowDataset(

@@ -479,11 +479,17 @@ class DiffusionNet(nn.Module):
             "alphas_cumprod", torch.tensor(alphas_cumprod(cfg), dtype=torch.float32)
         )
 
-    def encode(self, obs: dict[str, Tensor], keep_text: Tensor | bool = True) -> Tensor:
+    def encode(
+        self,
+        obs: dict[str, Tensor],
+        keep_text: Tensor | bool = True,
+        image_feats: list[Tensor] | None = None,
+    ) -> Tensor:
         """Raw observations, each (B, To, ...) -> conditioning vector (B, cond_dim). The
         instruction's embedding (B, To, E) counts once, from the latest frame.
         ``keep_text``: False (or a (B,) mask, False where) the instruction is the null one,
-        zeros after text_norm (guidance, text_dropout)."""
+        zeros after text_norm (guidance, text_dropout). ``image_feats``: a list that gets
+        each camera's features of the latest frame (B, F) (train.aux_env_state's input)."""
         feats = []
         text = obs[TEXT_KEY][:, -1] if self.text else None
         gate = self.expert_gate(text) if text is not None and self.n_experts else None
@@ -501,6 +507,8 @@ class DiffusionNet(nn.Module):
                 film = text.repeat_interleave(to, 0) if text is not None else None
                 f = self.encoders[_mod(key)](x.reshape(b * to, *x.shape[2:]), film)
                 feats.append(f.reshape(b, to, -1))
+                if image_feats is not None:
+                    image_feats.append(feats[-1][:, -1])
             else:
                 feats.append(self.norm[_mod(key)](x))
         cond = torch.cat(feats, -1).flatten(1)
@@ -517,16 +525,23 @@ class DiffusionNet(nn.Module):
         w = F.softmax(unit @ self.expert_wordings.T / self.cfg.expert_temperature, -1)
         return w @ self.expert_member
 
-    def loss(self, obs: dict[str, Tensor], actions: Tensor, gen: torch.Generator | None) -> Tensor:
+    def loss(
+        self,
+        obs: dict[str, Tensor],
+        actions: Tensor,
+        gen: torch.Generator | None,
+        image_feats: list[Tensor] | None = None,
+    ) -> Tensor:
         """DDPM epsilon-prediction loss of raw actions (B, H, D) given raw observations; for
         the flow objective, the flow-matching loss: at tau ~ U(0, 1) on the straight path
-        x_tau = (1 - tau) noise + tau actions, the velocity (actions - noise)."""
+        x_tau = (1 - tau) noise + tau actions, the velocity (actions - noise).
+        ``image_feats``: as in :meth:`encode`."""
         x0 = self.action_norm(actions)
         b = x0.shape[0]
         keep: Tensor | bool = True
         if self.text and self.cfg.text_dropout > 0:
             keep = torch.rand((b,), generator=gen) >= self.cfg.text_dropout
-        cond = self.encode(obs, keep)
+        cond = self.encode(obs, keep, image_feats)
         if self.cfg.objective == "flow":
             tau = torch.rand((b,), generator=gen)
             noise = torch.randn(x0.shape, generator=gen)

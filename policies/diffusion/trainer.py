@@ -33,7 +33,10 @@ from tether.policies.diffusion.config import (
     low_dim,
 )
 from tether.policies.diffusion.dataset import WindowDataset, load_windows
-from tether.policies.diffusion.model import DiffusionNet, text_norm_stats
+from tether.policies.diffusion.model import Affine, DiffusionNet, text_norm_stats
+
+#: the low-dim key train.aux_env_state predicts from the image features
+AUX_KEY = "env_state"
 
 
 def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDataset) -> dict:
@@ -173,6 +176,30 @@ def _init_from(net: DiffusionNet, path: Path) -> None:
     print(f"init_from {path}: {copied} of {len(state)} tensors copied")
 
 
+class AuxPoseHead(torch.nn.Module):
+    """train.aux_env_state: image features (B, F) -> the objects' poses, scaled to [-1, 1]
+    by the dataset's min/max; its loss is their MSE. Used only in training."""
+
+    def __init__(self, features: int, lo: np.ndarray, hi: np.ndarray, width: int = 256) -> None:
+        super().__init__()
+        self.target = Affine(lo, hi)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(features, width), torch.nn.SiLU(), torch.nn.Linear(width, len(lo))
+        )
+
+    def forward(self, feats: list[torch.Tensor], poses: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(self.mlp(torch.cat(feats, -1)), self.target(poses))
+
+
+def _aux_head(tc: DiffusionTrainConfig, ds: WindowDataset, net: DiffusionNet) -> AuxPoseHead | None:
+    if not tc.aux_env_state:
+        return None
+    if not net.encoders:
+        raise ConfigError("train.aux_env_state needs a camera among train.model.obs_keys")
+    features = sum(int(e.out_dim) for e in net.encoders.values())  # type: ignore[misc]
+    return AuxPoseHead(features, *ds.stats[AUX_KEY])
+
+
 def _lr(tc: DiffusionTrainConfig, step: int) -> float:
     if step < tc.warmup_steps:
         return tc.lr * (step + 1) / tc.warmup_steps
@@ -240,7 +267,12 @@ class DiffusionTrainer:
         torch.manual_seed(tc.seed)
         t_load = time.monotonic()
         ds = load_windows(
-            tc.dataset, m, tc.max_episodes, tc.text_encoder, load_paraphrases(tc.paraphrases)
+            tc.dataset,
+            m,
+            tc.max_episodes,
+            tc.text_encoder,
+            load_paraphrases(tc.paraphrases),
+            (AUX_KEY,) if tc.aux_env_state else (),
         )
         print(
             f"tether train: {ds.episodes} episodes, {len(ds)} samples at {ds.fps:g} fps, "
@@ -264,20 +296,25 @@ class DiffusionTrainer:
         ema = copy.deepcopy(net).eval()
         for p in ema.parameters():
             p.requires_grad_(False)
-        opt = torch.optim.AdamW(net.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+        aux = _aux_head(tc, ds, net)
+        params = [*net.parameters(), *(aux.parameters() if aux is not None else ())]
+        opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
         gen = torch.Generator().manual_seed(tc.seed)
         rng = np.random.default_rng(tc.seed)
-        step, losses, train_s = 0, [], 0.0
+        step, losses, aux_losses, train_s = 0, [], [], 0.0
         if resuming:
-            meta = load_train_state(out, net, ema, opt, gen, rng)
+            meta = load_train_state(out, net, ema, opt, gen, rng, aux)
             step, losses, train_s = meta["step"], meta["losses"], meta["train_s"]
+            aux_losses = meta.get("aux_losses", [])
             print(f"resumed from step {step}")
         n_params = sum(p.numel() for p in net.parameters())
         print(f"{n_params / 1e6:.2f} M parameters, {tc.steps} steps of batch {tc.batch_size}")
 
         def checkpoint() -> None:
-            meta = {"step": step, "losses": losses, "train_s": train_s}
-            save_checkpoint(out, {**contract, "step": step}, net, ema, opt, gen, rng, meta)
+            meta: dict[str, Any] = {"step": step, "losses": losses, "train_s": train_s}
+            if aux is not None:
+                meta["aux_losses"] = aux_losses
+            save_checkpoint(out, {**contract, "step": step}, net, ema, opt, gen, rng, meta, aux)
             training_curve(losses, out / "training_curve.png", f"{cfg.name}: {step} steps")
 
         net.train()
@@ -299,10 +336,18 @@ class DiffusionTrainer:
                 obs[TEXT_KEY] = _jitter_text(obs_np[TEXT_KEY], tc.text_noise, rng)
             for g in opt.param_groups:
                 g["lr"] = _lr(tc, step)
-            loss = net.loss(obs, torch.from_numpy(act_np), gen)
+            feats: list[torch.Tensor] | None = [] if aux is not None else None
+            loss = net.loss(obs, torch.from_numpy(act_np), gen, feats)
+            total = loss
+            if aux is not None and feats is not None:
+                aux_loss = aux(feats, torch.from_numpy(obs_np[AUX_KEY][:, -1]))
+                aux_losses.append(float(aux_loss.detach()))
+                total = loss + tc.aux_env_state * aux_loss
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            total.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            if aux is not None:
+                torch.nn.utils.clip_grad_norm_(aux.parameters(), 1.0)
             opt.step()
             _ema_update(ema, net, min(tc.ema_decay, (1 + step) / (10 + step)))
             losses.append(float(loss.detach()))
@@ -312,9 +357,11 @@ class DiffusionTrainer:
                 rate = (step - start_step) / max(elapsed, 1e-9)
                 eta = (tc.steps - step) / max(rate, 1e-9)
                 done = int(30 * step / tc.steps)
+                pose = f"  poses {np.mean(aux_losses[-50:]):.4f}" if aux_losses else ""
                 sys.stdout.write(
                     f"\r  [{'#' * done}{' ' * (30 - done)}] {step}/{tc.steps}  "
-                    f"loss {np.mean(losses[-50:]):.4f}  {rate:.1f} it/s  eta {eta:.0f} s   "
+                    f"loss {np.mean(losses[-50:]):.4f}{pose}  {rate:.1f} it/s  "
+                    f"eta {eta:.0f} s   "
                 )
                 sys.stdout.flush()
             if step % tc.checkpoint_every == 0 or step == tc.steps:
@@ -328,6 +375,7 @@ class DiffusionTrainer:
             "checkpoint": str(out),
             "steps": step,
             "final_loss": float(np.mean(losses[-50:])) if losses else None,
+            "final_aux_env_state_loss": (float(np.mean(aux_losses[-50:])) if aux_losses else None),
             "train_s": round(train_s, 1),
             "episodes": ds.episodes,
             "samples": len(ds),

@@ -205,3 +205,50 @@ def test_silu_single_group_unet_trains_and_samples(tiny_dataset: Path, tmp_path:
     with torch.no_grad():
         out = net.sample(obs, torch.randn(1, 4, 8), steps=3)
     assert out.shape == (1, 4, 8) and bool(torch.isfinite(out).all())
+
+
+def test_aux_env_state_teaches_the_image_encoder_the_poses_and_stays_out_of_the_model(
+    tiny_image_dataset: Path, tmp_path: Path
+) -> None:
+    """train.aux_env_state: the image features learn to predict the cube's pose (the image
+    is the only input that tells its side), the head lives in the training state only (the
+    model's weights and contract are those of a run without it, and it exports), resume
+    keeps it, and resuming without it or asking for it without a camera is refused."""
+    from safetensors.torch import load_file
+
+    from tether.core.errors import ConfigError, TetherError
+    from tether.policies.diffusion.checkpoint import TRAIN_STATE, load_net
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    def cfg(steps: int, weight: float, keys: list[str]) -> object:
+        c = experiment(tiny_image_dataset, steps=steps, obs_keys=keys)
+        c.train.aux_env_state = weight
+        c.train.checkpoint_every = 100
+        return c
+
+    cams = ["state", "images/front"]
+    DiffusionTrainer.train(cfg(200, 1.0, cams), tmp_path / "aux", resume=False)
+    meta = json.loads((tmp_path / "aux" / "train_state.json").read_text())
+    aux = meta["aux_losses"]
+    assert len(aux) == 200
+    # the cube's x is +-0.5 (scaled: +-1) by side, the rest constant (0): a head reading
+    # nothing stays near 1/7; reading the image's side it goes to ~0
+    assert np.mean(aux[:5]) > 0.05 and np.mean(aux[-20:]) < 0.2 * np.mean(aux[:5]), aux[::20]
+    DiffusionTrainer.train(cfg(1, 0.0, cams), tmp_path / "plain", resume=False)
+    with_aux = load_file(str(tmp_path / "aux" / "model.safetensors"))
+    plain = load_file(str(tmp_path / "plain" / "model.safetensors"))
+    assert sorted(with_aux) == sorted(plain)
+    a, b = (json.loads((tmp_path / d / "contract.json").read_text()) for d in ("aux", "plain"))
+    assert a["normalization"].keys() == b["normalization"].keys()
+    assert "env_state" not in a["observation_keys"]
+    assert any(k.startswith("aux.") for k in load_file(str(tmp_path / "aux" / TRAIN_STATE)))
+    net, _ = load_net(tmp_path / "aux")
+    assert not any(k.startswith("aux") for k in net.state_dict())
+    export_checkpoint(tmp_path / "aux", "onnx", None)  # asserts parity <= 1e-4
+    DiffusionTrainer.train(cfg(220, 1.0, cams), tmp_path / "aux", resume=True)
+    assert len(json.loads((tmp_path / "aux" / "train_state.json").read_text())["aux_losses"]) == 220
+    with pytest.raises(TetherError, match="aux_env_state"):
+        DiffusionTrainer.train(cfg(240, 0.0, cams), tmp_path / "aux", resume=True)
+    with pytest.raises(ConfigError, match="camera"):
+        DiffusionTrainer.train(cfg(2, 1.0, ["state"]), tmp_path / "nocam", resume=False)
