@@ -145,6 +145,17 @@ class GRPOConfig(BaseModel):
     # every scene; "none": off (every episode from the reset)
     branch: Literal["none", "all", "failures"] = "none"
     branch_span: tuple[float, float] = (0.0, 1.0)
+    # self-imitation (reward-weighted regression with the 0/1 success reward, Peters &
+    # Schaal; Oh et al.'s self-imitation learning): every decision of a successful episode
+    # (its action as taken, noise included) goes into a buffer of the latest
+    # imitation_buffer such decisions, and after each update the mean is regressed towards
+    # them (imitation_steps minibatches of batch_size: the MSE of the mean to the action,
+    # times this weight). Where the noise made no difference, the actions of successes
+    # average to the mean's own (no pull); where one direction made successes likelier, the
+    # mean moves that way, state by state: credit per decision without a critic. 0: off
+    self_imitation: float = Field(0.0, ge=0)
+    imitation_steps: int = Field(20, ge=1)
+    imitation_buffer: int = Field(200_000, ge=1)
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
     # turns one group's chance difference into a full-size update (Dr. GRPO)

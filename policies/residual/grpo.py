@@ -195,6 +195,8 @@ class GroupPPO:
         # grpo.branch: groups that branched, and their episodes that began at the reset
         self.branched = 0
         self.unbranched = 0
+        # grpo.self_imitation: the decisions of successful episodes (observation, action)
+        self._successes: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=g.imitation_buffer)
 
     def get_env(self) -> Any:
         return self.venv
@@ -215,6 +217,8 @@ class GroupPPO:
             gate = f", gate mean {np.mean(self._gate_values):.2f}"
         if self._branch:
             gate += f", branched {self.branched}/{self.branched + self.unbranched} scenes"
+        if "kept" in recent[-1]:
+            gate += f", kept successes {recent[-1]['kept']:.0f}"
         return (
             f"{len(recent)} updates, groups with a signal {mixed:.0f}/{groups:.0f}, "
             f"kl {kl:.3f}, epochs {epochs:.1f}, std {std:.3f}{gate}"
@@ -409,6 +413,8 @@ class GroupPPO:
                 break
             if sum(len(grp) for grp in complete) >= self.cfg.episodes_per_update:
                 self._update(complete)
+                if self.cfg.self_imitation > 0:
+                    self._imitate(complete)
                 complete = []
                 if self.gate is not None:
                     self.gate.fit(self.generator)
@@ -470,6 +476,33 @@ class GroupPPO:
                 nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
                 self.optimizer.step()
             record["epochs"] = float(epoch + 1)
+
+    def _imitate(self, complete: list[list[_Episode]]) -> None:
+        """grpo.self_imitation: keep the decisions of the successful episodes in
+        ``complete``, then regress the mean towards the kept actions."""
+        c = self.cfg
+        for grp in complete:
+            for ep in grp:
+                if ep.success:
+                    self._successes.extend(zip(ep.obs, ep.actions, strict=True))
+        n = len(self._successes)
+        if n == 0:
+            return
+        losses = []
+        for _ in range(c.imitation_steps):
+            idx = torch.randint(0, n, (min(c.batch_size, n),), generator=self.generator)
+            x = torch.as_tensor(np.stack([self._successes[i][0] for i in idx.tolist()]))
+            a = torch.as_tensor(np.stack([self._successes[i][1] for i in idx.tolist()]))
+            mean = self.policy.distribution(x.float()).mean
+            loss = c.self_imitation * ((mean - a.float()) ** 2).sum(-1).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+            self.optimizer.step()
+            losses.append(float(loss.detach()))
+        if self.updates:
+            self.updates[-1]["imitation"] = float(np.mean(losses))
+            self.updates[-1]["kept"] = float(n)
 
 
 def make(venv: Any, fcfg: FinetuneConfig, model: ResidualMLP) -> GroupPPO:

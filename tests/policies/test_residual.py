@@ -633,6 +633,50 @@ def test_grpo_success_gate_quiets_the_noise_where_episodes_succeed() -> None:
     torch.testing.assert_close(GroupPPO._log_prob(dist, gate, a), expected.sum(-1))
 
 
+def test_grpo_self_imitation_pulls_the_mean_towards_what_succeeded_per_state() -> None:
+    """grpo.self_imitation: the decisions of successful episodes are kept and the mean is
+    regressed onto them. In a state where only the episodes whose noise pushed up
+    succeeded, the mean moves up; in a state where successes took the noise both ways,
+    it stays; failures are not kept."""
+    from tether.policies.residual import grpo
+    from tether.policies.residual.config import FinetuneConfig
+
+    fcfg = FinetuneConfig(
+        algorithm="grpo", seed=0,
+        grpo={"self_imitation": 1.0, "imitation_steps": 50, "batch_size": 64, "lr": 3e-3},
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
+    algo = grpo.GroupPPO(None, fcfg, model)
+    fix, keep = np.array([0.3, 0.2, 0.0], np.float32), np.array([-0.2, 0.6, 0.0], np.float32)
+
+    def mean(x: np.ndarray) -> float:
+        with torch.no_grad():
+            return float(algo.policy.distribution(torch.as_tensor(x[None])).mean[0, 0])
+
+    m_fix, m_keep = mean(fix), mean(keep)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        group = []
+        for _ in range(8):
+            up, down = m_fix + abs(rng.normal(0.3, 0.1)), m_fix - abs(rng.normal(0.3, 0.1))
+            for a, won in ((up, True), (down, False)):
+                ep = grpo._Episode()
+                ep.obs, ep.actions, ep.success = [fix] * 3, [np.array([a], np.float32)] * 3, won
+                group.append(ep)
+            ep = grpo._Episode()  # a scene the noise does not decide: both ways succeed
+            ep.obs = [keep, keep]
+            ep.actions = [np.array([m_keep + d], np.float32) for d in (0.3, -0.3)]
+            ep.success = True
+            group.append(ep)
+        algo.updates.append({"groups": 1.0, "mixed": 1.0, "kl": 0.0, "epochs": 0.0})
+        algo._imitate([group])
+    assert mean(fix) - m_fix > 0.2  # towards the successes' +0.3
+    assert abs(mean(keep) - m_keep) < 0.05
+    assert algo.updates[-1]["kept"] == 20 * 8 * (3 + 2)  # only the successes' decisions
+    assert "kept successes" in algo.status()
+
+
 @mujoco
 @pytest.mark.slow
 def test_grpo_residual_removes_a_known_bias_with_sparse_reward(tmp_path: Path) -> None:
