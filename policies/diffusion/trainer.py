@@ -336,10 +336,10 @@ class DiffusionTrainer:
                 obs[TEXT_KEY] = _jitter_text(obs_np[TEXT_KEY], tc.text_noise, rng)
             for g in opt.param_groups:
                 g["lr"] = _lr(tc, step)
-            feats: list[torch.Tensor] | None = [] if aux is not None else None
-            loss = net.loss(obs, torch.from_numpy(act_np), gen, feats)
+            feats: list[torch.Tensor] = []
+            loss = net.loss(obs, torch.from_numpy(act_np), gen, feats if aux is not None else None)
             total = loss
-            if aux is not None and feats is not None:
+            if aux is not None:
                 aux_loss = aux(feats, torch.from_numpy(obs_np[AUX_KEY][:, -1]))
                 aux_losses.append(float(aux_loss.detach()))
                 total = loss + tc.aux_env_state * aux_loss

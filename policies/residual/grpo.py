@@ -195,8 +195,9 @@ class GroupPPO:
         # grpo.branch: groups that branched, and their episodes that began at the reset
         self.branched = 0
         self.unbranched = 0
-        # grpo.self_imitation: the decisions of successful episodes (observation, action)
-        self._successes: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=g.imitation_buffer)
+        # grpo.self_imitation: the decisions of successful episodes (observations, actions)
+        self._success_x: deque[np.ndarray] = deque(maxlen=g.imitation_buffer)
+        self._success_a: deque[np.ndarray] = deque(maxlen=g.imitation_buffer)
 
     def get_env(self) -> Any:
         return self.venv
@@ -484,17 +485,19 @@ class GroupPPO:
         for grp in complete:
             for ep in grp:
                 if ep.success:
-                    self._successes.extend(zip(ep.obs, ep.actions, strict=True))
-        n = len(self._successes)
+                    self._success_x.extend(ep.obs)
+                    self._success_a.extend(ep.actions)
+        n = len(self._success_x)
         if n == 0:
             return
+        # stacked once per update, then sampled (as SuccessGate.fit does)
+        xs = torch.as_tensor(np.stack(self._success_x), dtype=torch.float32)
+        acts = torch.as_tensor(np.stack(self._success_a), dtype=torch.float32)
         losses = []
         for _ in range(c.imitation_steps):
             idx = torch.randint(0, n, (min(c.batch_size, n),), generator=self.generator)
-            x = torch.as_tensor(np.stack([self._successes[i][0] for i in idx.tolist()]))
-            a = torch.as_tensor(np.stack([self._successes[i][1] for i in idx.tolist()]))
-            mean = self.policy.distribution(x.float()).mean
-            loss = c.self_imitation * ((mean - a.float()) ** 2).sum(-1).mean()
+            mean = self.policy.distribution(xs[idx]).mean
+            loss = c.self_imitation * ((mean - acts[idx]) ** 2).sum(-1).mean()
             self.optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
