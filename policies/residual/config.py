@@ -156,6 +156,13 @@ class GRPOConfig(BaseModel):
     self_imitation: float = Field(0.0, ge=0)
     imitation_steps: int = Field(20, ge=1)
     imitation_buffer: int = Field(200_000, ge=1)
+    # credit per decision from the success gate's predictor (a Monte-Carlo success value of
+    # the mean, learnt anyway): each explored decision's baseline is (1 - w) x its group's
+    # mean return + w x P(success | that decision's observation), w this weight. A failure
+    # after states from which the mean succeeds blames the decisions taken there, not
+    # those after the scene was already lost; a success from states the mean loses credits
+    # the decisions that turned it. Needs explore_gate_floor (the predictor). 0: off
+    value_baseline: float = Field(0.0, ge=0, le=1)
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
     # turns one group's chance difference into a full-size update (Dr. GRPO)
@@ -177,6 +184,11 @@ class GRPOConfig(BaseModel):
         if len(set_) > 1:
             raise ValueError(
                 f"{' and '.join(set_)} are schedules of where episodes explore: set one"
+            )
+        if self.value_baseline > 0 and self.explore_gate_floor is None:
+            raise ValueError(
+                "grpo.value_baseline uses the success gate's predictor: set "
+                "grpo.explore_gate_floor too"
             )
         lo, hi = self.branch_span
         if not 0 <= lo < hi <= 1:

@@ -440,7 +440,7 @@ class GroupPPO:
                 actions += [ep.actions[t] for t in steps]
                 logp += [ep.logp[t] for t in steps]
                 gates += [ep.gate[t] for t in steps]
-                adv += [a] * len(steps)
+                adv += self._advantages(ep, steps, float(a), float(returns.mean()))
                 # each episode weighs the same however long it ran (a failing episode runs
                 # to the time limit, a successful one ends early)
                 weight += [1.0 / max(1, len(steps))] * len(steps)
@@ -477,6 +477,17 @@ class GroupPPO:
                 nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
                 self.optimizer.step()
             record["epochs"] = float(epoch + 1)
+
+    def _advantages(self, ep: _Episode, steps: list[int], a: float, mean: float) -> list[float]:
+        """The advantage of each explored step: the group-relative ``a`` (return - group
+        mean); with grpo.value_baseline w, return - ((1 - w) mean + w P(success | obs))."""
+        w = self.cfg.value_baseline
+        if w == 0 or not steps or self.gate is None:
+            return [a] * len(steps)
+        x = torch.as_tensor(np.stack([ep.obs[t] for t in steps]), dtype=torch.float32)
+        with torch.no_grad():
+            value = torch.sigmoid(self.gate.net(x)[:, 0]).numpy()
+        return ((a + mean) - ((1 - w) * mean + w * value)).tolist()
 
     def _imitate(self, complete: list[list[_Episode]]) -> None:
         """grpo.self_imitation: keep the decisions of the successful episodes in

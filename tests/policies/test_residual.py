@@ -5,6 +5,7 @@ has a known bias)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -675,6 +676,48 @@ def test_grpo_self_imitation_pulls_the_mean_towards_what_succeeded_per_state() -
     assert abs(mean(keep) - m_keep) < 0.05
     assert algo.updates[-1]["kept"] == 20 * 8 * (3 + 2)  # only the successes' decisions
     assert "kept successes" in algo.status()
+
+
+def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_succeed() -> None:
+    """grpo.value_baseline: each explored decision's baseline mixes its group's mean return
+    with the success gate's P(success | observation). A failure is blamed on the decisions
+    taken where the mean succeeds (P 0.9), hardly on those after the scene was lost (P 0.1);
+    a success credits the decisions that turned a lost scene. Without it every decision of
+    an episode gets the same group-relative advantage. It needs the gate."""
+    from tether.policies.residual import grpo
+    from tether.policies.residual.config import FinetuneConfig, GRPOConfig
+
+    class Known(torch.nn.Module):  # the gate's predictor: logit from the first feature
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, :1]
+
+    model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
+    good = np.array([math.log(9.0), 0.0], np.float32)  # P = 0.9
+    lost = np.array([-math.log(9.0), 0.0], np.float32)  # P = 0.1
+
+    def advantages(w: float) -> dict[bool, list[float]]:
+        fcfg = FinetuneConfig(
+            algorithm="grpo", seed=0, grpo={"explore_gate_floor": 0.05, "value_baseline": w}
+        )
+        algo = grpo.GroupPPO(None, fcfg, model)
+        assert algo.gate is not None
+        algo.gate.net = Known()
+        out = {}
+        for won in (True, False):
+            ep = grpo._Episode()
+            ep.obs, ep.ret = [good, lost], float(won)
+            out[won] = algo._advantages(ep, [0, 1], float(won) - 0.5, 0.5)
+        return out
+
+    plain = advantages(0.0)
+    assert plain[False] == [-0.5, -0.5] and plain[True] == [0.5, 0.5]
+    full = advantages(1.0)
+    np.testing.assert_allclose(full[False], [-0.9, -0.1], atol=1e-6)
+    np.testing.assert_allclose(full[True], [0.1, 0.9], atol=1e-6)
+    half = advantages(0.5)
+    np.testing.assert_allclose(half[False], [-0.7, -0.3], atol=1e-6)
+    with pytest.raises(ValueError, match="explore_gate_floor"):
+        GRPOConfig(value_baseline=0.5)
 
 
 @mujoco
