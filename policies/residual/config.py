@@ -289,6 +289,15 @@ class FinetuneConfig(ComponentConfig):
     offpolicy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
 
+    @model_validator(mode="after")
+    def _value_baseline_needs_a_success_return(self) -> FinetuneConfig:
+        if self.grpo.value_baseline > 0 and self.reward != "sparse":
+            raise ValueError(
+                "grpo.value_baseline compares an episode's 0/1 success with a success "
+                f"probability: it needs finetune.reward: sparse (got {self.reward})"
+            )
+        return self
+
 
 class ResidualOnnxConfig(ComponentConfig):
     """Serve an exported base + residual folder (`tether export` of a finetune checkpoint:

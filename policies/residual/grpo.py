@@ -482,7 +482,8 @@ class GroupPPO:
         """The advantage of each explored step: the group-relative ``a`` (return - group
         mean); with grpo.value_baseline w, return - ((1 - w) mean + w P(success | obs))."""
         w = self.cfg.value_baseline
-        if w == 0 or not steps or self.gate is None:
+        # before 20 episodes of the mean the predictor has not learnt (its gate is 1 too)
+        if w == 0 or not steps or self.gate is None or self.gate.episodes < 20:
             return [a] * len(steps)
         x = torch.as_tensor(np.stack([ep.obs[t] for t in steps]), dtype=torch.float32)
         with torch.no_grad():

@@ -702,6 +702,7 @@ def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_suc
         algo = grpo.GroupPPO(None, fcfg, model)
         assert algo.gate is not None
         algo.gate.net = Known()
+        algo.gate.episodes = 20  # as after the warm-up: the predictor is used
         out = {}
         for won in (True, False):
             ep = grpo._Episode()
@@ -718,6 +719,11 @@ def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_suc
     np.testing.assert_allclose(half[False], [-0.7, -0.3], atol=1e-6)
     with pytest.raises(ValueError, match="explore_gate_floor"):
         GRPOConfig(value_baseline=0.5)
+    with pytest.raises(ValueError, match="reward: sparse"):
+        FinetuneConfig(
+            algorithm="grpo", reward="dense",
+            grpo={"explore_gate_floor": 0.05, "value_baseline": 0.5},
+        )  # fmt: skip
 
 
 @mujoco
