@@ -71,13 +71,21 @@ class SuccessGate(nn.Module):
         # trained on at least this many episodes' decisions before it gates (else 1)
         self.episodes = 0
 
-    def gate(self, x: torch.Tensor) -> torch.Tensor:
-        """(N,) factors in [floor, 1]; 1 until 20 episodes have been seen."""
-        if self.episodes < 20:
-            return torch.ones(x.shape[0])
+    @property
+    def ready(self) -> bool:
+        """Trained on 20 episodes of the mean: before that it neither gates nor scores."""
+        return self.episodes >= 20
+
+    def probability(self, x: torch.Tensor) -> torch.Tensor:
+        """(N,) P(success | observation) under the mean."""
         with torch.no_grad():
-            p = torch.sigmoid(self.net(x)[:, 0])
-        return (1 - p).clamp(min=self.floor)
+            return torch.sigmoid(self.net(x)[:, 0])
+
+    def gate(self, x: torch.Tensor) -> torch.Tensor:
+        """(N,) factors in [floor, 1]; 1 until it is ready."""
+        if not self.ready:
+            return torch.ones(x.shape[0])
+        return (1 - self.probability(x)).clamp(min=self.floor)
 
     def add(self, obs: list[np.ndarray], success: bool) -> None:
         self.x.extend(obs)
@@ -432,7 +440,8 @@ class GroupPPO:
             if np.ptp(returns) == 0:  # every episode alike: no signal about the noise
                 continue
             used += 1
-            for ep, a in zip(grp, returns - returns.mean(), strict=True):
+            mean = float(returns.mean())
+            for ep in grp:
                 # only the steps that explored: elsewhere the action is the mean, which
                 # says nothing about which way to move it
                 steps = [t for t in range(len(ep.obs)) if ep.explores(t)]
@@ -440,7 +449,7 @@ class GroupPPO:
                 actions += [ep.actions[t] for t in steps]
                 logp += [ep.logp[t] for t in steps]
                 gates += [ep.gate[t] for t in steps]
-                adv += self._advantages(ep, steps, float(a), float(returns.mean()))
+                adv += self._advantages(ep, steps, mean)
                 # each episode weighs the same however long it ran (a failing episode runs
                 # to the time limit, a successful one ends early)
                 weight += [1.0 / max(1, len(steps))] * len(steps)
@@ -478,17 +487,15 @@ class GroupPPO:
                 self.optimizer.step()
             record["epochs"] = float(epoch + 1)
 
-    def _advantages(self, ep: _Episode, steps: list[int], a: float, mean: float) -> list[float]:
-        """The advantage of each explored step: the group-relative ``a`` (return - group
-        mean); with grpo.value_baseline w, return - ((1 - w) mean + w P(success | obs))."""
+    def _advantages(self, ep: _Episode, steps: list[int], mean: float) -> list[float]:
+        """The advantage of each explored step: its episode's return - the group's ``mean``;
+        with grpo.value_baseline w, return - ((1 - w) mean + w P(success | obs))."""
         w = self.cfg.value_baseline
-        # before 20 episodes of the mean the predictor has not learnt (its gate is 1 too)
-        if w == 0 or not steps or self.gate is None or self.gate.episodes < 20:
-            return [a] * len(steps)
+        if w == 0 or not steps or self.gate is None or not self.gate.ready:
+            return [ep.ret - mean] * len(steps)
         x = torch.as_tensor(np.stack([ep.obs[t] for t in steps]), dtype=torch.float32)
-        with torch.no_grad():
-            value = torch.sigmoid(self.gate.net(x)[:, 0]).numpy()
-        return ((a + mean) - ((1 - w) * mean + w * value)).tolist()
+        value = self.gate.probability(x).numpy()
+        return (ep.ret - ((1 - w) * mean + w * value)).tolist()
 
     def _imitate(self, complete: list[list[_Episode]]) -> None:
         """grpo.self_imitation: keep the decisions of the successful episodes in

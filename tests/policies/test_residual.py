@@ -707,7 +707,7 @@ def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_suc
         for won in (True, False):
             ep = grpo._Episode()
             ep.obs, ep.ret = [good, lost], float(won)
-            out[won] = algo._advantages(ep, [0, 1], float(won) - 0.5, 0.5)
+            out[won] = algo._advantages(ep, [0, 1], 0.5)
         return out
 
     plain = advantages(0.0)
