@@ -156,6 +156,13 @@ class GRPOConfig(BaseModel):
     self_imitation: float = Field(0.0, ge=0)
     imitation_steps: int = Field(20, ge=1)
     imitation_buffer: int = Field(200_000, ge=1)
+    # how the kept decisions weigh in that regression. "uniform": all alike. "advantage":
+    # each by its return above the mean's success value, (1 - P(success | observation))
+    # from the success gate's predictor (self-imitation learning's (R - V)+ with R = 1): a
+    # decision taken where the mean already succeeds pulls little, one that turned a scene
+    # the mean loses pulls fully. Needs explore_gate_floor (the predictor); weight 1 until
+    # it is ready
+    imitation_weighting: Literal["uniform", "advantage"] = "uniform"
     # credit per decision from the success gate's predictor (a Monte-Carlo success value of
     # the mean, learnt anyway): each explored decision's baseline is (1 - w) x its group's
     # mean return + w x P(success | that decision's observation), w this weight. A failure
@@ -189,6 +196,11 @@ class GRPOConfig(BaseModel):
             raise ValueError(
                 "grpo.value_baseline uses the success gate's predictor: set "
                 "grpo.explore_gate_floor too"
+            )
+        if self.imitation_weighting == "advantage" and self.explore_gate_floor is None:
+            raise ValueError(
+                "grpo.imitation_weighting: advantage weighs by the success gate's "
+                "predictor: set grpo.explore_gate_floor too"
             )
         lo, hi = self.branch_span
         if not 0 <= lo < hi <= 1:

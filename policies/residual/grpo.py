@@ -499,7 +499,8 @@ class GroupPPO:
 
     def _imitate(self, complete: list[list[_Episode]]) -> None:
         """grpo.self_imitation: keep the decisions of the successful episodes in
-        ``complete``, then regress the mean towards the kept actions."""
+        ``complete``, then regress the mean towards the kept actions (each weighted by
+        1 - P(success | observation) with imitation_weighting "advantage")."""
         c = self.cfg
         for grp in complete:
             for ep in grp:
@@ -516,7 +517,11 @@ class GroupPPO:
         for _ in range(c.imitation_steps):
             idx = torch.randint(0, n, (min(c.batch_size, n),), generator=self.generator)
             mean = self.policy.distribution(xs[idx]).mean
-            loss = c.self_imitation * ((mean - acts[idx]) ** 2).sum(-1).mean()
+            error = ((mean - acts[idx]) ** 2).sum(-1)
+            if c.imitation_weighting == "advantage" and self.gate is not None and self.gate.ready:
+                # self-imitation learning's (R - V)+: R = 1, V the mean's success value
+                error = error * (1 - self.gate.probability(xs[idx]))
+            loss = c.self_imitation * error.mean()
             self.optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)

@@ -726,6 +726,53 @@ def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_suc
         )  # fmt: skip
 
 
+def test_grpo_advantage_weighted_imitation_pulls_hardest_where_the_mean_loses() -> None:
+    """grpo.imitation_weighting: advantage weighs each kept decision by 1 - P(success |
+    observation) (self-imitation learning's (R - V)+). Two nearly equal observations the
+    network cannot tell apart, one the mean wins (P 0.9) and one it loses (P 0.1), whose
+    successes took opposite actions (-0.4 and +0.4 from the mean): uniform weighting
+    averages them (the mean stays), advantage weighting follows the lost scene's fix
+    (0.1 x -0.4 + 0.9 x 0.4 = +0.32). It needs the gate."""
+    from tether.policies.residual import grpo
+    from tether.policies.residual.config import FinetuneConfig, GRPOConfig
+
+    class Known(torch.nn.Module):  # the gate's predictor: a steep logit of the first feature
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return 100 * x[:, :1]
+
+    won = np.array([0.01 * math.log(9.0), 0.0, 0.0], np.float32)  # P = 0.9
+    lost = np.array([-0.01 * math.log(9.0), 0.0, 0.0], np.float32)  # P = 0.1
+
+    def moves(weighting: str) -> float:
+        fcfg = FinetuneConfig(
+            algorithm="grpo", seed=0,
+            grpo={"explore_gate_floor": 0.05, "self_imitation": 1.0, "imitation_steps": 200,
+                  "batch_size": 64, "lr": 3e-3, "imitation_weighting": weighting},
+        )  # fmt: skip
+        torch.manual_seed(0)
+        model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
+        algo = grpo.GroupPPO(None, fcfg, model)
+        assert algo.gate is not None
+        algo.gate.net = Known()
+        algo.gate.episodes = 20  # as after the warm-up: the predictor is used
+        with torch.no_grad():
+            start = float(algo.policy.distribution(torch.as_tensor(lost[None])).mean[0, 0])
+        ep = grpo._Episode()
+        ep.obs = [won, lost] * 10
+        ep.actions = [np.array([start - 0.4], np.float32), np.array([start + 0.4], np.float32)] * 10
+        ep.success = True
+        algo.updates.append({"groups": 1.0, "mixed": 1.0, "kl": 0.0, "epochs": 0.0})
+        algo._imitate([[ep]])
+        with torch.no_grad():
+            x = torch.as_tensor(np.stack([won, lost]))
+            return float(algo.policy.distribution(x).mean.mean()) - start
+
+    assert abs(moves("uniform")) < 0.08
+    assert 0.2 < moves("advantage") < 0.4
+    with pytest.raises(ValueError, match="explore_gate_floor"):
+        GRPOConfig(self_imitation=1.0, imitation_weighting="advantage")
+
+
 @mujoco
 @pytest.mark.slow
 def test_grpo_residual_removes_a_known_bias_with_sparse_reward(tmp_path: Path) -> None:
