@@ -192,15 +192,19 @@ class GRPOConfig(BaseModel):
             raise ValueError(
                 f"{' and '.join(set_)} are schedules of where episodes explore: set one"
             )
-        if self.value_baseline > 0 and self.explore_gate_floor is None:
-            raise ValueError(
-                "grpo.value_baseline uses the success gate's predictor: set "
-                "grpo.explore_gate_floor too"
+        # the options that read the success gate's predictor
+        uses_gate = [
+            name
+            for name, on in (
+                ("grpo.value_baseline", self.value_baseline > 0),
+                ("grpo.imitation_weighting: advantage", self.imitation_weighting == "advantage"),
             )
-        if self.imitation_weighting == "advantage" and self.explore_gate_floor is None:
+            if on
+        ]
+        if uses_gate and self.explore_gate_floor is None:
             raise ValueError(
-                "grpo.imitation_weighting: advantage weighs by the success gate's "
-                "predictor: set grpo.explore_gate_floor too"
+                f"{' and '.join(uses_gate)} use the success gate's predictor: set "
+                "grpo.explore_gate_floor too"
             )
         lo, hi = self.branch_span
         if not 0 <= lo < hi <= 1:

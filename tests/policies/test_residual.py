@@ -678,6 +678,18 @@ def test_grpo_self_imitation_pulls_the_mean_towards_what_succeeded_per_state() -
     assert "kept successes" in algo.status()
 
 
+class _KnownLogit(torch.nn.Module):
+    """A success gate's predictor with a known answer: the logit is ``scale`` x the first
+    feature."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale * x[:, :1]
+
+
 def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_succeed() -> None:
     """grpo.value_baseline: each explored decision's baseline mixes its group's mean return
     with the success gate's P(success | observation). A failure is blamed on the decisions
@@ -686,10 +698,6 @@ def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_suc
     an episode gets the same group-relative advantage. It needs the gate."""
     from tether.policies.residual import grpo
     from tether.policies.residual.config import FinetuneConfig, GRPOConfig
-
-    class Known(torch.nn.Module):  # the gate's predictor: logit from the first feature
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x[:, :1]
 
     model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
     good = np.array([math.log(9.0), 0.0], np.float32)  # P = 0.9
@@ -701,7 +709,7 @@ def test_grpo_value_baseline_blames_the_decisions_taken_where_the_mean_would_suc
         )
         algo = grpo.GroupPPO(None, fcfg, model)
         assert algo.gate is not None
-        algo.gate.net = Known()
+        algo.gate.net = _KnownLogit(1.0)
         algo.gate.episodes = 20  # as after the warm-up: the predictor is used
         out = {}
         for won in (True, False):
@@ -736,10 +744,6 @@ def test_grpo_advantage_weighted_imitation_pulls_hardest_where_the_mean_loses() 
     from tether.policies.residual import grpo
     from tether.policies.residual.config import FinetuneConfig, GRPOConfig
 
-    class Known(torch.nn.Module):  # the gate's predictor: a steep logit of the first feature
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return 100 * x[:, :1]
-
     won = np.array([0.01 * math.log(9.0), 0.0, 0.0], np.float32)  # P = 0.9
     lost = np.array([-0.01 * math.log(9.0), 0.0, 0.0], np.float32)  # P = 0.1
 
@@ -753,7 +757,7 @@ def test_grpo_advantage_weighted_imitation_pulls_hardest_where_the_mean_loses() 
         model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [16])
         algo = grpo.GroupPPO(None, fcfg, model)
         assert algo.gate is not None
-        algo.gate.net = Known()
+        algo.gate.net = _KnownLogit(100.0)  # steep: the two observations get P 0.9 and 0.1
         algo.gate.episodes = 20  # as after the warm-up: the predictor is used
         with torch.no_grad():
             start = float(algo.policy.distribution(torch.as_tensor(lost[None])).mean[0, 0])
