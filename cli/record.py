@@ -49,11 +49,7 @@ def run_record(
     task_text: str | None = None,
     realtime: bool = False,
 ) -> int:
-    from std_msgs.msg import Bool, String
-
-    from tether_ros import interface as itf
     from tether_ros.graph import GraphProcesses, graph_env, plan_graph
-    from tether_ros.recorder import RECORDER_READY, RECORDER_STATUS
     from tether_ros.supervisor import EpisodeSupervisor
 
     if teleop != SCRIPTED and teleop not in HUMAN_DEVICES:
@@ -88,14 +84,7 @@ def run_record(
     attempts = 0
     t_start = time.monotonic()
     with GraphProcesses(nodes, env, log_dir) as graph, EpisodeSupervisor(cfg, graph, env) as sup:
-        status: list[dict[str, Any]] = []
-        sup.node.create_subscription(
-            String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
-        )
-        ready: list[bool] = []
-        sup.node.create_subscription(
-            Bool, RECORDER_READY, lambda m: ready.append(m.data), itf.EVENT_QOS
-        )
+        status, ready = _watch_recorder(sup.node)
         sup.wait_ready()
         # the first episode starts once the recorder hears the robot and the expert (its
         # subscriptions match after theirs: the episode's first frame would be lost)
@@ -161,13 +150,9 @@ def _record_human(
 ) -> int:
     """Record from a human device until ``episodes`` are saved (Ctrl-C stops early; what
     is saved stays saved)."""
-    from std_msgs.msg import String
-
     from tether.hardware.teleop.config_teleop import TeleopConfig
-    from tether_ros import interface as itf
     from tether_ros.episode_manager import EpisodeManager
     from tether_ros.graph import GraphProcesses, graph_env, plan_graph
-    from tether_ros.recorder import RECORDER_STATUS
     from tether_ros.supervisor import EpisodeSupervisor
     from tether_ros.teleop import Teleop
 
@@ -184,11 +169,11 @@ def _record_human(
     t_start = time.monotonic()
     with GraphProcesses(nodes, env, log_dir) as graph, EpisodeSupervisor(cfg, graph, env) as sup:
         manager = EpisodeManager(sup.node)
-        status: list[dict[str, Any]] = []
-        sup.node.create_subscription(
-            String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
-        )
+        status, ready = _watch_recorder(sup.node)
         sup.spin_until(manager.ready, 90.0, "the sim bridge and the recorder")
+        # "ready" only once the recorder hears the robot: an episode the operator starts
+        # before its subscriptions match would hold nothing (a busy machine: seconds)
+        sup.spin_until(lambda: any(ready), 60.0, "the recorder to hear the robot")
         teleop = Teleop(
             cfg,
             teleop=TeleopConfig(device=device, episode_node=sup.node.get_name()),
@@ -229,6 +214,23 @@ def _record_human(
         f"`tether dataset info {root}` describes it"
     )
     return 0
+
+
+def _watch_recorder(node: Any) -> tuple[list[dict[str, Any]], list[bool]]:
+    """Subscribe ``node`` to the recorder's status (saved / discarded events) and its
+    latched recorder_ready; the lists their messages land in."""
+    from std_msgs.msg import Bool, String
+
+    from tether_ros import interface as itf
+    from tether_ros.recorder import RECORDER_READY, RECORDER_STATUS
+
+    status: list[dict[str, Any]] = []
+    node.create_subscription(
+        String, RECORDER_STATUS, lambda m: status.append(json.loads(m.data)), itf.EVENT_QOS
+    )
+    ready: list[bool] = []
+    node.create_subscription(Bool, RECORDER_READY, lambda m: ready.append(m.data), itf.EVENT_QOS)
+    return status, ready
 
 
 def _timing(cfg: Any) -> str:

@@ -237,6 +237,7 @@ def test_installed_graph_reaches_its_first_action(name, install, env, tmp_path):
                     _spin_until(ex, graph, start.service_is_ready, FIRST_ACTION_S, "start_episode")
                     start.call_async(Trigger.Request())
                 _spin_until(ex, graph, lambda: bool(got), FIRST_ACTION_S, "first action")
+            ex.shutdown()  # before the node and the context go (nothing left to tear down later)
             node.destroy_node()
         codes = graph.interrupt()
         bad = {k: c for k, c in codes.items() if c != 0}

@@ -147,6 +147,10 @@ def _record_by_keyboard(tmp_path: Path, watch: Watch) -> None:
 
     try:
         wait_for("ready: arm with the dead-man")
+        # the operator is told to start only once the recorder hears the robot (an episode
+        # started before its subscriptions matched held 0 frames on a loaded CI machine)
+        logs = "".join(f.read_text() for f in (tmp_path / ".ds-logs").glob("*recorder*"))
+        assert "ready: heard every stream" in logs, logs[-2000:]
         keys("n")
         wait_for("episode start: queued")
         start = watch.started(1)
