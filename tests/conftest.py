@@ -28,11 +28,12 @@ def panda():
 
 # Every test session gets its own DDS domain, so concurrent runs (or stray nodes) on this
 # machine never cross-talk. Nodes started as subprocesses inherit it. Under pytest-xdist
-# (`make test` runs two workers) each worker gets the next domain after the session's:
-# the controller picks the base before the workers start, and they inherit it.
+# (`make test` runs three workers) each worker gets one of the domains after the session's:
+# the controller picks the base before the workers start, and they inherit it. Sessions
+# start 4 domains apart (the controller and up to three workers).
 if "TETHER_TEST_DOMAIN_BASE" not in os.environ:
     os.environ["TETHER_TEST_DOMAIN_BASE"] = os.environ.get(
-        "ROS_DOMAIN_ID", str(100 + (os.getpid() % 40) * 3)
+        "ROS_DOMAIN_ID", str(100 + (os.getpid() % 32) * 4)
     )
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 os.environ["ROS_DOMAIN_ID"] = str(

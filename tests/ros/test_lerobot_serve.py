@@ -31,7 +31,7 @@ def test_a_lerobot_workers_chunks_drive_the_panda_through_the_safety_filter(tmp_
 
     ckpt = standin_checkpoint(tmp_path / "ckpt", mode="hold", push={"0": 10.0})
     exp = lerobot_experiment(tmp_path, ckpt, standin_python(tmp_path / "env"))
-    # 4 s: on a loaded machine (the suite's two workers) the first chunks can take a second
+    # 4 s: on a loaded machine (the suite's workers) the first chunks can take a second
     # (the full suite once saw no chunk within the executor's report of a 2 s episode)
     ep = serve_one_episode(exp, tmp_path, seconds=4.0)
     executor = ep["chunk_executor"]
