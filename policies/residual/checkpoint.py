@@ -94,8 +94,13 @@ def read_contract(path: Path) -> dict[str, Any]:
 def load_model(path: Path) -> tuple[ResidualMLP, dict[str, Any]]:
     """The residual network of a checkpoint and its contract."""
     contract = read_contract(path)
-    m = contract["model"]
-    tensors = load_file(str(path / MODEL))
+    model = model_from_tensors(load_file(str(path / MODEL)), contract["model"])
+    return model, contract
+
+
+def model_from_tensors(tensors: dict[str, torch.Tensor], m: dict[str, Any]) -> ResidualMLP:
+    """The residual network from its state dict and its contract (``model_contract``), in
+    eval mode."""
     low = (tensors["act_mid"] - tensors["act_half"]).numpy()
     high = (tensors["act_mid"] + tensors["act_half"]).numpy()
     model = ResidualMLP(
@@ -111,7 +116,7 @@ def load_model(path: Path) -> tuple[ResidualMLP, dict[str, Any]]:
         relative=m.get("relative", ()),
     )
     model.load_state_dict(tensors)
-    return model.eval(), contract
+    return model.eval()
 
 
 def load_learner(path: Path) -> dict[str, torch.Tensor]:

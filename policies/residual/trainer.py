@@ -32,6 +32,7 @@ from tether.policies.residual.checkpoint import (
 )
 from tether.policies.residual.config import FinetuneConfig
 from tether.policies.residual.env import ResidualEnv, observation_stats
+from tether.policies.residual.evaluation import evaluate
 from tether.policies.residual.model import NumpyNormaliser, ResidualMLP
 from tether.policies.residual.workers import make_venv
 
@@ -79,45 +80,6 @@ def plot_curve(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def evaluate(
-    env: ResidualEnv, model: ResidualMLP | None, episodes: int, seed: int
-) -> dict[str, Any]:
-    """Success rate of base (+ the deterministic residual) on seeds ``seed + k``; the mean
-    final task distance (m) when the task reports one (reach: TCP to target)."""
-    import torch
-
-    successes, distances, steps = [], [], 0
-    dim = env.robot_spec.action.dim
-    hold = env.fcfg.hold_steps
-    for k in range(episodes):
-        obs, _ = env.reset(seed=seed + k)
-        done, success, t = False, False, 0
-        residual = np.zeros(dim)
-        while not done:
-            if model is not None and t % hold == 0:
-                with torch.no_grad():
-                    x = torch.as_tensor(obs[None])
-                    residual = model.from_features(x)[0].numpy()
-            t += 1
-            joint = env.joint_residual(residual) if model is not None else residual
-            obs, _, term, trunc, info = env.step_residual(joint)
-            success = success or bool(info["is_success"])
-            done = term or trunc
-            steps += 1
-        successes.append(success)
-        if hasattr(env.task, "distance"):
-            distances.append(float(env.task.distance(env.backend)))
-    out: dict[str, Any] = {
-        "episodes": episodes,
-        "seed": seed,
-        "success_rate": float(np.mean(successes)),
-        "env_steps": steps,
-    }
-    if distances:
-        out["final_distance_m"] = float(np.mean(distances))
-    return out
 
 
 def limit_training_episodes(venv: Any, fcfg: FinetuneConfig, eval_env: ResidualEnv) -> None:
@@ -226,12 +188,13 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     state = prev.get("train_state", {})
     history: list[list[float]] = state.get("history", [])
     evals: list[list[float]] = state.get("evals", [])
-    base_eval = prev.get("base_eval") or evaluate(
-        eval_env, None, fcfg.eval_episodes, fcfg.eval_seed
-    )
-    # finetune.workers: inline (DummyVecEnv), local processes or Ray actors (workers.py)
+    # finetune.workers: inline (DummyVecEnv), local processes or Ray actors (workers.py);
+    # with workers, the evaluations run on them (evaluation.py)
     venv = make_venv(cfg, fcfg, norm, squash=squash)
     try:
+        base_eval = prev.get("base_eval") or evaluate(
+            eval_env, None, fcfg.eval_episodes, fcfg.eval_seed, venv
+        )
         limit_training_episodes(venv, fcfg, eval_env)
         venv.seed(fcfg.seed + int(state.get("env_steps", 0)))
         algo = mod.make(venv, fcfg, model)
@@ -326,7 +289,7 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
                 recent = self.outcomes[-50:]
                 history.append([n, wall, float(np.mean(recent)) if recent else 0.0])
                 mod.actor_to_model(algo, model)
-                res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed)
+                res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed, venv)
                 evals.append([n, wall, res["success_rate"], res.get("final_distance_m", -1.0)])
                 if solved is None and res["success_rate"] >= fcfg.success_target:
                     solved = {"env_steps": n, "wall_s": wall}
@@ -361,16 +324,16 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
     try:
         if env_steps(0) < fcfg.total_env_steps and solved is None:
             algo.learn(total_timesteps=10**12, callback=Monitor(), reset_num_timesteps=True)
+        mod.actor_to_model(algo, model)
+        if not evals or evals[-1][0] < env_steps(control):  # the final residual, evaluated
+            wall = wall_before + time.perf_counter() - start
+            res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed, venv)
+            evals.append(
+                [env_steps(control), wall, res["success_rate"], res.get("final_distance_m", -1.0)]
+            )
+            best = max(best, res["success_rate"])
     finally:
         venv.close()
-    mod.actor_to_model(algo, model)
-    if not evals or evals[-1][0] < env_steps(control):  # the final residual, evaluated
-        wall = wall_before + time.perf_counter() - start
-        res = evaluate(eval_env, model, fcfg.eval_episodes, fcfg.eval_seed)
-        evals.append(
-            [env_steps(control), wall, res["success_rate"], res.get("final_distance_m", -1.0)]
-        )
-        best = max(best, res["success_rate"])
     last = evals[-1] if evals else None
     result = {
         "algorithm": fcfg.algorithm,

@@ -10,6 +10,8 @@ rollout workers (``finetune.workers``, docs/residual_rl.md "Parallel rollouts").
 Worker w owns a contiguous block of the ``n_envs`` envs, builds them itself from the
 experiment as JSON (``dump_config``) and steps all of them per request; while the workers
 step, the trainer waits (``step_async`` sends to every worker before ``step_wait`` reads).
+The run's evaluations run on the workers too (``evaluate_seeds``: each worker a share of the
+seeds, in an evaluation env of its own; evaluation.py).
 Messages are ``pack``ed bytes, both ways: a JSON header plus raw numpy arrays (dtype, shape,
 bytes), never a pickle; local workers carry them with ``Connection.send_bytes`` /
 ``recv_bytes``, Ray actors take and return the same bytes (Ray moves them with its own
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 # longest wait for one worker's reply (a step of all its envs, or building them)
 REPLY_TIMEOUT_S = 600.0
+# an evaluation's reply: REPLY_TIMEOUT_S plus this much per episode of the worker's share
+EVAL_EPISODE_TIMEOUT_S = 120.0
 # on close: longest wait for a worker to close its envs before it is killed
 CLOSE_TIMEOUT_S = 30.0
 RAY_INSTALL = "pip install 'ray==2.60.0'"
@@ -145,6 +149,9 @@ class EnvGroup:
     def __init__(self) -> None:
         self.envs: list[Any] = []
         self.closed = False
+        # what _init built the envs from, and the evaluation env (built on first use)
+        self._built: tuple[Any, Any, bool] | None = None
+        self.eval_env: Any = None
 
     def handle(self, message: bytes) -> bytes:
         try:
@@ -164,6 +171,7 @@ class EnvGroup:
         norm = normaliser_from_arrays(arrays) if arrays else None
         for _ in range(int(header["n_envs"])):
             self.envs.append(ResidualEnv(cfg, fcfg, norm, squash=bool(header["squash"])))
+        self._built = (cfg, norm, bool(header["squash"]))
         env = self.envs[0]
         space = {
             "obs_shape": list(env.observation_space.shape),
@@ -223,9 +231,34 @@ class EnvGroup:
         ]
         return {"values": [_jsonable(v, f"{name}()'s result") for v in values]}, {}
 
+    def _evaluate(self, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple:
+        """One episode per seed of ``header["seeds"]`` in the worker's evaluation env (a
+        ResidualEnv of its own, the task's time limit: the training envs keep their
+        episodes), base + the residual sent as arrays (evaluation.model_arrays), or the
+        base alone; the per-seed outcomes (evaluation.run_seeds)."""
+        from tether.policies.residual.env import ResidualEnv
+        from tether.policies.residual.evaluation import model_from_arrays, run_seeds
+
+        if self._built is None:
+            raise TetherError("evaluate before init")
+        if self.eval_env is None:
+            import torch
+
+            # one thread per worker: the workers share the cores (torch's default, a thread
+            # per core in each worker, made the workers' evaluation slower than one inline)
+            torch.set_num_threads(1)
+            cfg, norm, squash = self._built
+            self.eval_env = ResidualEnv(cfg, cfg.finetune, norm, squash=squash)
+        config = header["model"]
+        model = None if config is None else model_from_arrays(arrays, config)
+        return {"per_seed": run_seeds(self.eval_env, model, header["seeds"])}, {}
+
     def _close(self, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple:
         for env in self.envs:
             env.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
+            self.eval_env = None
         self.envs = []
         return {}, {}
 
@@ -564,6 +597,38 @@ def _rollout_class() -> type:
                 pass  # a worker that died or hangs: stopped (killed) below
             finally:
                 self._finalizer()
+
+        # ---- evaluation ----------------------------------------------------------------
+        def evaluate_seeds(self, model: Any, seeds: list[int]) -> dict[str, list]:
+            """One episode per seed, the seeds split in contiguous shares over the workers
+            (EnvGroup._evaluate); the per-seed outcomes in the order of ``seeds``.
+            ``model``: the residual (a ResidualMLP) or None (the base alone)."""
+            from tether.policies.residual.checkpoint import model_contract
+            from tether.policies.residual.evaluation import model_arrays
+
+            header: dict[str, Any] = {"cmd": "evaluate", "model": None}
+            arrays: dict[str, np.ndarray] = {}
+            if model is not None:
+                header["model"] = model_contract(model)
+                arrays = model_arrays(model)
+            shares = [s for s in _blocks(len(seeds), len(self.workers)) if len(s)]
+            for worker, share in zip(self.workers, shares, strict=False):
+                worker.send(pack({**header, "seeds": [int(seeds[i]) for i in share]}, arrays))
+            # a longer wait than a step's: each worker runs whole episodes
+            timeout = REPLY_TIMEOUT_S + EVAL_EPISODE_TIMEOUT_S * max(len(s) for s in shares)
+            out: dict[str, list] = {}
+            error = None
+            for worker, _ in zip(self.workers, shares, strict=False):
+                try:
+                    part = self._reply(worker, timeout)[0]["per_seed"]
+                except TetherError as exc:  # read every reply, then raise the first
+                    error = error or exc
+                    continue
+                for key, values in part.items():
+                    out.setdefault(key, []).extend(values)
+            if error is not None:
+                raise error
+            return out
 
         # ---- attributes and methods (JSON values only) ----------------------------------
         def _by_worker(self, indices: Any) -> list[tuple[Any, list[int]]]:

@@ -142,6 +142,54 @@ def test_local_workers_give_the_inline_transitions() -> None:
 
 
 @mujoco
+def test_evaluations_on_the_workers_give_the_inline_outcomes() -> None:
+    """A run's evaluation split over 2 local workers (evaluation.evaluate with the venv):
+    seed by seed the inline outcomes (success, final distance, control steps) with a
+    residual that moves the arm and with the base alone, in the order of the seeds; the
+    training envs keep their episodes; close() leaves no process behind."""
+    import torch
+
+    from tether.policies.residual.env import ResidualEnv
+    from tether.policies.residual.evaluation import evaluate, run_seeds
+    from tether.policies.residual.model import NumpyNormaliser, ResidualMLP
+
+    short = ["task.max_duration_s=0.4", "finetune.n_envs=2", "finetune.n_workers=2",
+             "finetune.hold_steps=3"]  # fmt: skip
+    inline_cfg, local_cfg = _cfg("inline", short), _cfg("local", short)
+    env = ResidualEnv(inline_cfg, inline_cfg.finetune, None)
+    spec = env.robot_spec
+    torch.manual_seed(0)
+    model = ResidualMLP(
+        np.zeros(env.obs_dim), np.ones(env.obs_dim), spec.action.low_array(),
+        spec.action.high_array(), 0.3, (16,), last_layer_init=1.0,
+    )  # fmt: skip
+    env.normaliser = NumpyNormaliser(model)
+    seeds = [7, 8, 9, 10, 11]
+    want = run_seeds(env, model, seeds)
+    base = run_seeds(env, None, seeds)
+    # the residual matters: the workers must get it, not run the base
+    assert not np.allclose(want["distance"], base["distance"], atol=1e-3)
+    before = children()
+    venv = make_venv(local_cfg, local_cfg.finetune, env.normaliser, squash=True)
+    try:
+        venv.seed(3)
+        venv.reset()
+        for _ in range(4):
+            venv.step(np.zeros((2, *venv.action_space.shape), np.float32))
+        training = venv.get_attr("steps")
+        assert venv.evaluate_seeds(model, seeds) == want
+        assert venv.evaluate_seeds(None, seeds) == base
+        record = evaluate(env, model, len(seeds), seeds[0], venv)
+        assert record == evaluate(env, model, len(seeds), seeds[0])
+        assert record["env_steps"] == sum(want["steps"])
+        assert venv.get_attr("steps") == training
+    finally:
+        venv.close()
+        env.close()
+    assert children() == before
+
+
+@mujoco
 def test_auto_reset_hands_over_the_terminal_observation() -> None:
     """The unbiased expert succeeds (the episode terminates): the worker's info holds the
     episode's last observation, and the returned one is the next episode's first, drawn
