@@ -58,7 +58,7 @@ def measure(
     model = fresh_model(probe, fcfg, offset, scale)
     probe.normaliser = NumpyNormaliser(model)
     t0 = time.perf_counter()
-    venv = make_venv(cfg, fcfg, NumpyNormaliser(model), squash=True)
+    venv = make_venv(cfg, fcfg, probe.normaliser, squash=True)
     start_s = time.perf_counter() - t0
     try:
         venv.seed(0)

@@ -529,11 +529,12 @@ def _rollout_class() -> type:
             return header, arrays
 
         def _gather(
-            self, timeout_s: float = REPLY_TIMEOUT_S
+            self, timeout_s: float = REPLY_TIMEOUT_S, workers: list[Any] | None = None
         ) -> list[tuple[dict[str, Any], dict[str, np.ndarray]]]:
-            """Every worker's reply; the first failure is raised after all were read."""
+            """Every worker's reply (of ``workers``, default all); the first failure is
+            raised after all were read."""
             replies, error = [], None
-            for worker in self.workers:
+            for worker in self.workers if workers is None else workers:
                 try:
                     replies.append(self._reply(worker, timeout_s))
                 except TetherError as exc:
@@ -612,22 +613,15 @@ def _rollout_class() -> type:
                 header["model"] = model_contract(model)
                 arrays = model_arrays(model)
             shares = [s for s in _blocks(len(seeds), len(self.workers)) if len(s)]
-            for worker, share in zip(self.workers, shares, strict=False):
+            targets = self.workers[: len(shares)]
+            for worker, share in zip(targets, shares, strict=True):
                 worker.send(pack({**header, "seeds": [int(seeds[i]) for i in share]}, arrays))
             # a longer wait than a step's: each worker runs whole episodes
             timeout = REPLY_TIMEOUT_S + EVAL_EPISODE_TIMEOUT_S * max(len(s) for s in shares)
             out: dict[str, list] = {}
-            error = None
-            for worker, _ in zip(self.workers, shares, strict=False):
-                try:
-                    part = self._reply(worker, timeout)[0]["per_seed"]
-                except TetherError as exc:  # read every reply, then raise the first
-                    error = error or exc
-                    continue
-                for key, values in part.items():
+            for reply, _ in self._gather(timeout, targets):
+                for key, values in reply["per_seed"].items():
                     out.setdefault(key, []).extend(values)
-            if error is not None:
-                raise error
             return out
 
         # ---- attributes and methods (JSON values only) ----------------------------------
