@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "lockstep, so the machine's speed changes nothing; human devices are always realtime)",
     )
 
-    ds = sub.add_parser("dataset", help="inspect a recorded dataset")
+    ds = sub.add_parser("dataset", help="inspect or merge recorded datasets")
     ds_sub = ds.add_subparsers(dest="ds_cmd", required=True)
     ds_info = ds_sub.add_parser("info", help="episodes, frames, fps, features, stats")
     ds_info.add_argument("root", help="dataset directory")
@@ -107,6 +107,13 @@ def _parser() -> argparse.ArgumentParser:
     ds_render.add_argument(
         "--out", default=None, help="FILE.mp4 or FILE.png (default runs/<dataset>-ep<K>.mp4)"
     )
+    ds_merge = ds_sub.add_parser(
+        "merge",
+        help="one new dataset from several recorded with the same robot and cameras (e.g. in "
+        "parallel processes); videos are copied, not re-encoded",
+    )
+    ds_merge.add_argument("out", help="new dataset directory")
+    ds_merge.add_argument("inputs", nargs="+", help="dataset directories, in episode order")
 
     rep = sub.add_parser(
         "replay", help="play a recorded episode's actions back in sim and measure the drift"
@@ -285,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tether.cli.dataset import run_render
 
                 return run_render(args.root, args.episode, args.out)
+            if args.ds_cmd == "merge":
+                from tether.cli.record import run_dataset_merge
+
+                return run_dataset_merge(args.inputs, args.out)
             from tether.cli.record import run_dataset_info
 
             return run_dataset_info(args.root)

@@ -271,3 +271,23 @@ def run_dataset_info(root: str) -> int:
                 line += " ..."
         print(line)
     return 0
+
+
+def run_dataset_merge(inputs: list[str], out: str) -> int:
+    """``tether dataset merge OUT IN [IN ...]``: the inputs' episodes, in order, in a new
+    dataset (tether.core.data.lerobot_merge)."""
+    from tether.core.data.lerobot import (
+        DatasetError,
+        DatasetWriteError,
+        LeRobotReader,
+        merge_datasets,
+    )
+
+    try:
+        n = merge_datasets(inputs, out)
+        r = LeRobotReader(out)
+    except (DatasetError, DatasetWriteError) as exc:
+        raise TetherError(f"tether dataset merge: {exc}") from None
+    print(f"merged {len(inputs)} datasets into {out}: {n} episodes, {r.num_frames} frames")
+    print(f"  tasks {r.tasks}")
+    return 0

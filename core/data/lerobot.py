@@ -14,12 +14,14 @@ Usage::
     w.save_episode()
     w.finalize()
     ep = LeRobotReader("ds").episode(0)   # dict of numpy arrays + decoded frames
+    merge_datasets(["ds", "ds2"], "both")   # episodes of both, videos copied, not re-encoded
 
 Heavy dependencies (pyarrow, pandas, av) load on first use, not on import.
 """
 
 from __future__ import annotations
 
+from .lerobot_merge import merge_datasets
 from .lerobot_reader import CODEBASE_VERSION, DatasetError, DatasetWriteError, LeRobotReader
 from .lerobot_stats import aggregate_stats, feature_stats, image_stats
 from .lerobot_writer import LeRobotWriter, recover
@@ -33,5 +35,6 @@ __all__ = [
     "aggregate_stats",
     "feature_stats",
     "image_stats",
+    "merge_datasets",
     "recover",
 ]

@@ -112,3 +112,36 @@ def test_bad_episode_is_one_line(
     assert main([*verb, str(tmp_path / "missing"), "--out", out]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err
+
+
+def test_merge_two_recordings_then_replay_from_the_second(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether dataset merge`: a recording and a copy of it (as two recording processes
+    would leave) become one dataset of 4 episodes; the merged episode 3 is the copy's
+    episode 1, and `tether replay` of it (with that episode's seed, 1) reproduces its
+    states as of the original. Merging
+    into an existing folder is one error line."""
+    import shutil
+
+    from tether.core.data.lerobot import LeRobotReader
+
+    second = tmp_path / "second"
+    shutil.copytree(dataset, second)
+    merged = tmp_path / "merged"
+    assert main(["dataset", "merge", str(merged), str(dataset), str(second)]) == 0
+    assert "4 episodes" in capsys.readouterr().out
+    r = LeRobotReader(merged)
+    assert r.num_episodes == 4
+    got, want = r.episode(3), LeRobotReader(dataset).episode(1)
+    np.testing.assert_array_equal(got["observation.state"], want["observation.state"])
+    np.testing.assert_array_equal(got["observation.images.front"], want["observation.images.front"])
+    out = tmp_path / "replay"
+    args = ["replay", str(merged), "--episode", "3", "--seed", "1", "--out", str(out)]
+    assert main([*args, "--no-video"]) == 0
+    rep = json.loads((out / "replay.json").read_text())
+    assert rep["seed"] == 1 and rep["success"]
+    assert rep["state"]["rms_overall"] < HOLD_RMS_MAX
+    assert main(["dataset", "merge", str(merged), str(dataset)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err and "exists" in err

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from tether.core.data.lerobot import (  # noqa: E402
     DatasetWriteError,
     LeRobotReader,
     LeRobotWriter,
+    merge_datasets,
     recover,
 )
 
@@ -53,12 +55,15 @@ def make_frame(ep: int, i: int) -> dict[str, np.ndarray]:
     }
 
 
-def write_dataset(root: Path, lengths: list[int], tasks: list[str]) -> LeRobotWriter:
-    w = LeRobotWriter(root, FPS, FEATURES, robot_type="test_robot")
+def write_dataset(
+    root: Path, lengths: list[int], tasks: list[str], first: int = 0, **writer: Any
+) -> LeRobotWriter:
+    """Episodes ``first``, ``first + 1``, ... of make_frame, of the given lengths and tasks."""
+    w = LeRobotWriter(root, FPS, FEATURES, robot_type="test_robot", **writer)
     for ep, (n, task) in enumerate(zip(lengths, tasks, strict=True)):
         w.start_episode(task)
         for i in range(n):
-            w.add_frame(make_frame(ep, i))
+            w.add_frame(make_frame(first + ep, i))
         w.save_episode()
     w.finalize()
     return w
@@ -400,3 +405,81 @@ def test_sigkill_at_any_moment_keeps_saved_episodes(tmp_path: Path):
         r3 = LeRobotReader(root)
         assert r3.episode(saved_eps)["task"] == ["after crash"] * 3
         assert r3.episode(saved_eps)[CAM].shape == (3, 96, 96, 3)
+
+
+def test_merge_keeps_every_episode_its_frames_and_task(ds: Path, tmp_path: Path):
+    """Two datasets merged: the second's episodes follow the first's with their rows, video
+    frames (the files copied, so decoded bit for bit as from the input) and tasks; indices,
+    task indices and stats are those of one dataset, and LeRobot's format checks hold. The
+    second input keeps one data and video file per episode (sizes of 0 MB), so the copy maps
+    several files."""
+    other = tmp_path / "other"
+    write_dataset(
+        other,
+        [15, 17],
+        ["place the cube", "push the cube"],
+        first=10,
+        data_files_size_in_mb=0,
+        video_files_size_in_mb=0,
+    )
+    assert len(list((other / "data").rglob("*.parquet"))) == 2
+    out = tmp_path / "merged"
+    assert merge_datasets([ds, other], out) == 5
+    r, a, b = LeRobotReader(out), LeRobotReader(ds), LeRobotReader(other)
+    assert r.num_episodes == 5 and r.num_frames == 60 + 32 and not r.needs_recovery
+    assert len(list((out / f"videos/{CAM}").rglob("*.mp4"))) == 3
+    sources = [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
+    for ep, (src, i) in enumerate(sources):
+        got, want = r.episode(ep), src.episode(i)
+        assert got["task"][0] == want["task"][0]
+        for key in ("observation.state", "action", "frame_index", "timestamp", CAM):
+            np.testing.assert_array_equal(got[key], want[key])
+        assert (got["episode_index"] == ep).all()
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((out / "data").rglob("*.parquet")))
+    assert table.column("index").to_pylist() == list(range(92))
+    tasks = pd.read_parquet(out / "meta/tasks.parquet")
+    assert dict(zip(tasks.index, tasks["task_index"], strict=True)) == {
+        "lift the cube": 0,
+        "push the cube": 1,
+        "place the cube": 2,
+    }
+    assert sorted(set(table.column("task_index").to_pylist())) == [0, 1, 2]
+    assert r.episode(4)["task_index"][0] == 1  # "push the cube", the first input's index
+    state = np.concatenate(
+        [r.episode(e, decode_video=False)["observation.state"] for e in range(5)]
+    )
+    np.testing.assert_allclose(r.stats["observation.state"]["max"], state.max(0), rtol=1e-6)
+    assert r.stats["observation.state"]["count"].tolist() == [92]
+    info = json.loads((out / "meta/info.json").read_text())
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (5, 92, 3)
+    # the inputs are untouched
+    assert LeRobotReader(other).num_episodes == 2 and a.num_frames == 60
+
+
+def test_merge_refuses_what_it_cannot_merge(ds: Path, tmp_path: Path):
+    """An existing output, different features, an input mid-recording, or none at all: one
+    clear error each, and no output folder left behind."""
+    with pytest.raises(DatasetWriteError, match="exists"):
+        merge_datasets([ds], ds)
+    wide = tmp_path / "wide"
+    w = LeRobotWriter(
+        wide, FPS, {**FEATURES, "action": {"dtype": "float32", "shape": [7], "names": None}}
+    )
+    w.start_episode("lift the cube")
+    frame = make_frame(0, 0)
+    w.add_frame({**frame, "action": frame["action"][:7]})
+    w.save_episode()
+    w.finalize()
+    with pytest.raises(DatasetError, match="features"):
+        merge_datasets([ds, wide], tmp_path / "out")
+    busy = tmp_path / "busy"
+    write_dataset(busy, [5], ["lift the cube"])
+    (busy / ".tether_staging").mkdir()
+    with pytest.raises(DatasetError, match="in progress"):
+        merge_datasets([ds, busy], tmp_path / "out")
+    with pytest.raises(DatasetError, match="no input"):
+        merge_datasets([], tmp_path / "out")
+    with pytest.raises(DatasetError, match="twice"):
+        merge_datasets([ds, ds], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.glob(".out.merging"))
