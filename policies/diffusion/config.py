@@ -73,6 +73,10 @@ class DiffusionModelConfig(BaseModel):
     # image encoder: channels of its three ResNet stages and its keypoints (spatial softmax)
     image_channels: list[int] = Field(default_factory=lambda: [16, 32, 64], min_length=1)
     image_keypoints: int = Field(32, ge=1)
+    # the stride of each stage (one per image_channels; unset: 1 for the first, 2 for the
+    # rest). The stem halves the image first, so 96x96 ends at 12x12 with three stages by
+    # default, at 24x24 with strides [1, 2, 1]: the keypoints' feature map four times finer
+    image_strides: list[int] | None = None
     num_train_timesteps: int = Field(100, ge=2)
     # DDIM steps at inference (export bakes this many into the graph)
     num_inference_steps: int = Field(10, ge=1)

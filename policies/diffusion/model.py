@@ -135,15 +135,28 @@ class SpatialSoftmax(nn.Module):
 class ImageEncoder(nn.Module):
     """A small ResNet: uint8 (N, H, W, 3) -> features (N, 2 * keypoints)."""
 
-    def __init__(self, height: int, width: int, channels: list[int], keypoints: int) -> None:
+    def __init__(
+        self,
+        height: int,
+        width: int,
+        channels: list[int],
+        keypoints: int,
+        strides: list[int] | None = None,
+    ) -> None:
         super().__init__()
         c0 = channels[0]
+        if strides is None:
+            strides = [1] + [2] * (len(channels) - 1)
+        if len(strides) != len(channels) or any(s not in (1, 2) for s in strides):
+            raise ConfigError(
+                f"train.model.image_strides {strides}: one stride, 1 or 2, per stage of "
+                f"image_channels {channels}"
+            )
         self.stem = nn.Sequential(
             nn.Conv2d(3, c0, 3, 2, 1, bias=False), nn.GroupNorm(max(1, c0 // 8), c0), nn.ReLU()
         )
         blocks, cin, h, w = [], c0, (height + 1) // 2, (width + 1) // 2
-        for i, c in enumerate(channels):
-            stride = 1 if i == 0 else 2
+        for c, stride in zip(channels, strides, strict=True):
             blocks.append(ResBlock2d(cin, c, stride))
             cin = c
             if stride == 2:
@@ -165,9 +178,15 @@ class FilmImageEncoder(ImageEncoder):
     RT-1's FiLM EfficientNet. The FiLM layers start at zero: an identity at first."""
 
     def __init__(
-        self, height: int, width: int, channels: list[int], keypoints: int, cond_dim: int
+        self,
+        height: int,
+        width: int,
+        channels: list[int],
+        keypoints: int,
+        cond_dim: int,
+        strides: list[int] | None = None,
     ) -> None:
-        super().__init__(height, width, channels, keypoints)
+        super().__init__(height, width, channels, keypoints, strides)
         widths = [channels[0], *channels]
         self.films = nn.ModuleList(nn.Linear(cond_dim, 2 * c) for c in widths)
         for film in self.films:
@@ -410,9 +429,18 @@ class DiffusionNet(nn.Module):
         self.encoders = nn.ModuleDict(
             {
                 _mod(k): (
-                    FilmImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints, int(text_in))
+                    FilmImageEncoder(
+                        h,
+                        w,
+                        cfg.image_channels,
+                        cfg.image_keypoints,
+                        int(text_in),
+                        cfg.image_strides,
+                    )
                     if film
-                    else ImageEncoder(h, w, cfg.image_channels, cfg.image_keypoints)
+                    else ImageEncoder(
+                        h, w, cfg.image_channels, cfg.image_keypoints, cfg.image_strides
+                    )
                 )
                 for k, (h, w) in images.items()
             }

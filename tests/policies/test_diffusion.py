@@ -187,6 +187,37 @@ def test_norm_groups_must_divide_down_dims(tiny_dataset: Path, tmp_path: Path) -
         DiffusionTrainer.train(experiment(tiny_dataset, norm_groups=3), tmp_path, resume=False)
 
 
+def test_image_strides_set_the_keypoints_feature_map() -> None:
+    """``image_strides``: unset, the stages after the first halve the map (96x96: stem 48,
+    then 48, 24, 12); [1, 2, 1] keeps 24x24 for the keypoints. A keypoint then moves
+    with a bright spot in the image in steps of the finer grid, and a stride per stage
+    other than 1 or 2, or one missing, is refused."""
+    import torch
+
+    from tether.core.errors import ConfigError
+    from tether.policies.diffusion.model import ImageEncoder
+
+    torch.manual_seed(0)
+    default = ImageEncoder(96, 96, [4, 8, 8], 2)
+    fine = ImageEncoder(96, 96, [4, 8, 8], 2, [1, 2, 1])
+    assert default.pool.grid.shape == (12 * 12, 2)
+    assert fine.pool.grid.shape == (24 * 24, 2)
+    img = torch.zeros(1, 96, 96, 3, dtype=torch.uint8)
+    assert default(img).shape == fine(img).shape == (1, 4)
+    # both encoders' weights as a spot detector: the keypoints follow where the spot is
+    with torch.no_grad():
+        for enc in (default, fine):
+            xs = []
+            for col in (30, 34):
+                spot = img.clone()
+                spot[0, 40:44, col : col + 4] = 255
+                xs.append(float(enc(spot)[0, 0]))
+            assert xs[0] != xs[1]
+    for bad in ([1, 2], [1, 3, 2]):
+        with pytest.raises(ConfigError, match="image_strides"):
+            ImageEncoder(96, 96, [4, 8, 8], 2, bad)
+
+
 def test_silu_single_group_unet_trains_and_samples(tiny_dataset: Path, tmp_path: Path) -> None:
     """The latency-friendly architecture (norm_groups 1, silu) is stored in the contract and
     rebuilt from it on load."""

@@ -114,10 +114,14 @@ def test_the_exported_folder_carries_its_text_encoder(trained: Path, tmp_path, m
     assert np.abs(a[:7] - (q[:7] + 0.1)).max() < 0.05
 
 
-def test_flow_graph_with_film_images_matches_torch(language_dataset: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("strides", [None, [1, 1]])
+def test_flow_graph_with_film_images_matches_torch(
+    language_dataset: Path, tmp_path: Path, strides: list[int] | None
+) -> None:
     """FiLM image encoders + the flow U-Net: random weights (the FiLM layers start at zero,
     so an untrained net would hide them), exported, onnxruntime vs torch <= 1e-4, and the
-    image features change with the instruction."""
+    image features change with the instruction; also with the finer last feature map of
+    ``image_strides`` [1, 1]."""
     from tether.policies.diffusion.checkpoint import build_net
     from tether.policies.diffusion.dataset import load_windows
     from tether.policies.diffusion.export import example_inputs, export_onnx, parity
@@ -125,7 +129,11 @@ def test_flow_graph_with_film_images_matches_torch(language_dataset: Path, tmp_p
     from tether.policies.diffusion.trainer import make_contract
 
     cfg = vla_experiment(
-        language_dataset, 1, obs_keys=["state", "images/front", "instruction"], obs_horizon=2
+        language_dataset,
+        1,
+        obs_keys=["state", "images/front", "instruction"],
+        obs_horizon=2,
+        image_strides=strides,
     )
     ds = load_windows(language_dataset, cfg.train.model, None, cfg.train.text_encoder)
     assert ds.instructions == [LEFT, RIGHT]
