@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from .lerobot_reader import (
-    DATA_PATH,
     INFO_PATH,
     STAGING_DIR,
     DatasetError,
@@ -35,14 +34,13 @@ from .lerobot_reader import (
     read_tasks,
     video_file,
 )
-from .lerobot_writer import _next_loc, _write_derived, _write_episodes, _write_tasks
-
-
-def _signature(info: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "fps": info["fps"],
-        "features": {k: (f["dtype"], list(f["shape"])) for k, f in info["features"].items()},
-    }
+from .lerobot_writer import (
+    _next_loc,
+    _write_derived,
+    _write_episodes,
+    _write_tasks,
+    feature_shapes,
+)
 
 
 def _read_input(root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
@@ -76,14 +74,16 @@ def merge_datasets(inputs: list[str | os.PathLike[str]], out: str | os.PathLike[
     if len({r.resolve() for r in roots}) != len(roots):
         raise DatasetError("merge: an input dataset is named twice.")
     read = [_read_input(r) for r in roots]
-    first = _signature(read[0][0])
+    first = read[0][0]
     for root, (info, _, _) in zip(roots[1:], read[1:], strict=True):
-        if _signature(info) != first:
+        if info["fps"] != first["fps"] or (
+            feature_shapes(info["features"]) != feature_shapes(first["features"])
+        ):
             raise DatasetError(
                 f"{root}: its fps or features (dtype, shape) differ from {roots[0]}'s; "
                 "only datasets recorded with the same robot, cameras and fps merge."
             )
-    info = dict(read[0][0])
+    info = dict(first)
     video_keys = [k for k, f in info["features"].items() if f["dtype"] == "video"]
     chunks_size = int(info["chunks_size"])
     tmp = out.with_name(f".{out.name}.merging")
@@ -107,19 +107,18 @@ def merge_datasets(inputs: list[str | os.PathLike[str]], out: str | os.PathLike[
             base_ep, base_frame = len(episodes), frames
             data_map: dict[tuple[int, int], tuple[int, int]] = {}
             video_map: dict[tuple[str, int, int], tuple[int, int]] = {}
+            # each data file's end: past it lie only a crashed writer's rows, not copied
+            ends: dict[tuple[int, int], int] = {}
+            for r in rows:
+                loc = (r["data/chunk_index"], r["data/file_index"])
+                ends[loc] = max(ends.get(loc, 0), r["dataset_to_index"])
             for row in rows:
                 src = (row["data/chunk_index"], row["data/file_index"])
                 if src not in data_map:
                     data_loc = advance(data_loc)
                     data_map[src] = data_loc
                     table = pq.read_table(data_file(root, *src))
-                    # only the rows of saved episodes (a crashed writer's tail is ignored)
-                    last = max(
-                        r["dataset_to_index"]
-                        for r in rows
-                        if (r["data/chunk_index"], r["data/file_index"]) == src
-                    )
-                    table = table.filter(pc.less(table.column("index"), last))
+                    table = table.filter(pc.less(table.column("index"), ends[src]))
                     cols = {
                         "episode_index": pc.add(table.column("episode_index"), base_ep),
                         "index": pc.add(table.column("index"), base_frame),
@@ -152,7 +151,6 @@ def merge_datasets(inputs: list[str | os.PathLike[str]], out: str | os.PathLike[
             frames += sum(int(r["length"]) for r in rows)
         _write_tasks(tmp, tasks)
         _write_episodes(tmp, info["features"], episodes)
-        info["data_path"] = DATA_PATH
         _write_derived(tmp, info, episodes, tasks)
         os.replace(tmp, out)
         fsync_dir(out.parent)

@@ -119,6 +119,12 @@ def _episodes_schema(pa: Any, features: dict[str, dict[str, Any]]) -> Any:
     return pa.schema(fields)
 
 
+def feature_shapes(features: dict[str, dict[str, Any]]) -> dict[str, tuple[str, list[int]]]:
+    """Each feature's dtype and shape: what two datasets must share to take each other's
+    episodes (appending, merging)."""
+    return {k: (f["dtype"], list(f["shape"])) for k, f in features.items()}
+
+
 def _next_loc(chunk: int, file: int, chunks_size: int) -> tuple[int, int]:
     return (chunk + 1, 0) if file + 1 >= chunks_size else (chunk, file + 1)
 
@@ -226,9 +232,9 @@ class LeRobotWriter:
     def _resume(self) -> None:
         recover(self.root)
         info = json.loads((self.root / INFO_PATH).read_text())
-        theirs = {k: (f["dtype"], list(f["shape"])) for k, f in info["features"].items()}
-        ours = {k: (f["dtype"], list(f["shape"])) for k, f in self.features.items()}
-        if theirs != ours or info["fps"] != self.fps:
+        if feature_shapes(info["features"]) != feature_shapes(self.features) or (
+            info["fps"] != self.fps
+        ):
             raise DatasetWriteError(
                 f"{self.root} holds a dataset with other features or fps: cannot append to it."
             )
