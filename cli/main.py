@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "lockstep, so the machine's speed changes nothing; human devices are always realtime)",
     )
 
-    ds = sub.add_parser("dataset", help="inspect or merge recorded datasets")
+    ds = sub.add_parser("dataset", help="inspect, render, merge or re-render recorded datasets")
     ds_sub = ds.add_subparsers(dest="ds_cmd", required=True)
     ds_info = ds_sub.add_parser("info", help="episodes, frames, fps, features, stats")
     ds_info.add_argument("root", help="dataset directory")
@@ -114,6 +114,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     ds_merge.add_argument("out", help="new dataset directory")
     ds_merge.add_argument("inputs", nargs="+", help="dataset directories, in episode order")
+    ds_rerender = ds_sub.add_parser(
+        "rerender",
+        help="a simulated dataset seen through the experiment's sim.cameras: every frame "
+        "posed from its recorded joint state and object poses and rendered again",
+    )
+    ds_rerender.add_argument("root", help="dataset directory (recorded in simulation)")
+    ds_rerender.add_argument("out", help="new dataset directory")
+    ds_rerender.add_argument(
+        "--config", required=True, help="the experiment YAML it was recorded with"
+    )
+    ds_rerender.add_argument(
+        "--episodes", default=None, help="FIRST:END, a range of episodes (default all)"
+    )
+    ds_rerender.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes, each rendering a range of episodes, merged in order (default 1)",
+    )
+    ds_rerender.add_argument(
+        "overrides", nargs="*", help="dotted overrides, e.g. sim.cameras=[...]"
+    )
 
     rep = sub.add_parser(
         "replay", help="play a recorded episode's actions back in sim and measure the drift"
@@ -296,6 +318,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tether.cli.record import run_dataset_merge
 
                 return run_dataset_merge(args.inputs, args.out)
+            if args.ds_cmd == "rerender":
+                from tether.cli.rerender import run_dataset_rerender
+
+                return run_dataset_rerender(
+                    args.root, args.out, args.config, args.overrides, args.episodes, args.workers
+                )
             from tether.cli.record import run_dataset_info
 
             return run_dataset_info(args.root)

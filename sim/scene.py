@@ -64,6 +64,12 @@ WORLD_CAMERAS: dict[str, PybulletCamera] = {
     "front": PybulletCamera(
         pos=(1.5, -0.95, 0.95), x_axis=(0.6369, 0.7710, 0.0), y_axis=(-0.3463, 0.2861, 0.8934)
     ),
+    # across the table from the robot, 53 degrees down onto the middle of the reach (x 0.5 m):
+    # at 45 degrees fovy the multi-task layout area fills the image, a 5 cm cube about 8 px
+    # of 96 where ``front`` gives it 3-4 (docs/vla.md, 'The table camera')
+    "table": PybulletCamera(
+        pos=(1.05, 0.0, 0.75), x_axis=(0.0, 1.0, 0.0), y_axis=(-0.7987, 0.0, 0.6018)
+    ),
 }
 
 

@@ -180,6 +180,7 @@ class LeRobotReader:
         self.fps: int = int(self.info["fps"])
         self.features: dict[str, dict[str, Any]] = self.info["features"]
         self.video_keys = [k for k, f in self.features.items() if f["dtype"] == "video"]
+        self._table_cache: tuple[Path, Any] | None = None
         self.episodes = read_episodes(self.root)
         self.tasks = (
             read_tasks(self.root) if self.episodes or (self.root / TASKS_PATH).exists() else []
@@ -216,7 +217,11 @@ class LeRobotReader:
         path = data_file(self.root, ep["data/chunk_index"], ep["data/file_index"])
         if not path.exists():
             raise DatasetError(f"Data file {path} of episode {ep['episode_index']} is missing.")
-        table = pq.read_table(path)
+        # episodes share data files (up to data_files_size_in_mb each): keep the last one
+        # read, so reading a dataset episode by episode reads each file once
+        if self._table_cache is None or self._table_cache[0] != path:
+            self._table_cache = (path, pq.read_table(path))
+        table = self._table_cache[1]
         lo, hi = ep["dataset_from_index"], ep["dataset_to_index"]
         idx = table.column("index")
         table = table.filter(pc.and_(pc.greater_equal(idx, lo), pc.less(idx, hi)))

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tether.core.data.lerobot_reader import atomic_write_json
-from tether.core.errors import TetherError
+from tether.core.errors import ConfigError, TetherError
 from tether.policies.checkpoint_io import CONTRACT
 from tether.policies.checkpoint_io import read_contract as read_checked
 from tether.policies.diffusion.config import (
@@ -55,7 +55,16 @@ def build_net(contract: dict[str, Any]) -> DiffusionNet:
         int(contract["obs_shapes"][TEXT_KEY][0]) if TEXT_KEY in cfg.obs_keys else None,
         norm.get(TEXT_KEY) if cfg.text_norm else None,
         contract.get("instruction_groups"),
+        _pose_range(contract) if cfg.pose_readout else None,
     )
+
+
+def _pose_range(contract: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """model.pose_readout's scaling: the environment_state's min and max in training."""
+    pr = contract.get("pose_readout")
+    if pr is None:
+        raise ConfigError("model.pose_readout: the contract has no pose_readout range")
+    return np.asarray(pr["min"]), np.asarray(pr["max"])
 
 
 def read_contract(path: Path) -> dict[str, Any]:

@@ -77,6 +77,13 @@ class DiffusionModelConfig(BaseModel):
     # rest). The stem halves the image first, so 96x96 ends at 12x12 with three stages by
     # default, at 24x24 with strides [1, 2, 1]: the keypoints' feature map four times finer
     image_strides: list[int] | None = None
+    # a pose readout inside the model: a small head (256 SiLU) reads the cameras' keypoints
+    # and the joint state of the latest frame and estimates the objects' poses
+    # (observation.environment_state, scaled to [-1, 1]), trained on the true poses at
+    # train.aux_env_state's weight; its estimate (gradient stopped) joins the conditioning.
+    # The policy's inputs stay the cameras: the poses are needed in training only, and the
+    # exported graph holds the head (docs/vla.md, 'A pose readout')
+    pose_readout: bool = False
     num_train_timesteps: int = Field(100, ge=2)
     # DDIM steps at inference (export bakes this many into the graph)
     num_inference_steps: int = Field(10, ge=1)

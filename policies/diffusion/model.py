@@ -404,6 +404,7 @@ class DiffusionNet(nn.Module):
         text_in: int | None = None,
         text_stats: dict[str, Any] | None = None,
         groups: list[list[int]] | None = None,
+        pose_range: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -461,6 +462,22 @@ class DiffusionNet(nn.Module):
             for e in self.encoders.values()
         )
         cond_dim = per_step * cfg.obs_horizon + (cfg.text_dim if self.text else 0)
+        # model.pose_readout: cameras' keypoints and joint state (latest frame) -> the
+        # objects' poses scaled to [-1, 1] by pose_target, appended to the conditioning
+        self.pose_head: nn.Module | None = None
+        if cfg.pose_readout:
+            if pose_range is None or not len(self.encoders):
+                raise ConfigError(
+                    "model.pose_readout reads the cameras and learns the objects' poses: it "
+                    "needs a camera among obs_keys and the dataset's environment_state"
+                )
+            self.pose_target = Affine(*pose_range)
+            reads = sum(e.out_dim for e in self.encoders.values())  # type: ignore[misc]
+            reads += len(low_dims["state"][0]) if "state" in low_dims else 0
+            self.pose_head = nn.Sequential(
+                nn.Linear(reads, 256), nn.SiLU(), nn.Linear(256, len(pose_range[0]))
+            )
+            cond_dim += len(pose_range[0])
         # per-task experts: the training wordings' unit embeddings (filled by the trainer,
         # then saved with the weights) and which group each belongs to
         self.n_experts = 0
@@ -512,13 +529,16 @@ class DiffusionNet(nn.Module):
         obs: dict[str, Tensor],
         keep_text: Tensor | bool = True,
         image_feats: list[Tensor] | None = None,
+        poses: list[Tensor] | None = None,
     ) -> Tensor:
         """Raw observations, each (B, To, ...) -> conditioning vector (B, cond_dim). The
         instruction's embedding (B, To, E) counts once, from the latest frame.
         ``keep_text``: False (or a (B,) mask, False where) the instruction is the null one,
         zeros after text_norm (guidance, text_dropout). ``image_feats``: a list that gets
-        each camera's features of the latest frame (B, F) (train.aux_env_state's input)."""
+        each camera's features of the latest frame (B, F) (train.aux_env_state's input).
+        ``poses``: a list that gets model.pose_readout's estimate (B, P), scaled."""
         feats = []
+        readout: list[Tensor] = []
         text = obs[TEXT_KEY][:, -1] if self.text else None
         gate = self.expert_gate(text) if text is not None and self.n_experts else None
         if text is not None and self.text_norm is not None:
@@ -537,9 +557,17 @@ class DiffusionNet(nn.Module):
                 feats.append(f.reshape(b, to, -1))
                 if image_feats is not None:
                     image_feats.append(feats[-1][:, -1])
+                readout.append(feats[-1][:, -1])
             else:
                 feats.append(self.norm[_mod(key)](x))
+                if key == "state":
+                    readout.append(feats[-1][:, -1])
         cond = torch.cat(feats, -1).flatten(1)
+        if self.pose_head is not None:
+            pose = self.pose_head(torch.cat(readout, -1))
+            if poses is not None:
+                poses.append(pose)
+            cond = torch.cat([cond, pose.detach()], -1)
         if self.text_proj is not None:
             cond = torch.cat([cond, self.text_proj(text)], -1)
         if gate is not None:  # read off again by ExpertDenoiser
@@ -559,17 +587,18 @@ class DiffusionNet(nn.Module):
         actions: Tensor,
         gen: torch.Generator | None,
         image_feats: list[Tensor] | None = None,
+        poses: list[Tensor] | None = None,
     ) -> Tensor:
         """DDPM epsilon-prediction loss of raw actions (B, H, D) given raw observations; for
         the flow objective, the flow-matching loss: at tau ~ U(0, 1) on the straight path
         x_tau = (1 - tau) noise + tau actions, the velocity (actions - noise).
-        ``image_feats``: as in :meth:`encode`."""
+        ``image_feats``, ``poses``: as in :meth:`encode`."""
         x0 = self.action_norm(actions)
         b = x0.shape[0]
         keep: Tensor | bool = True
         if self.text and self.cfg.text_dropout > 0:
             keep = torch.rand((b,), generator=gen) >= self.cfg.text_dropout
-        cond = self.encode(obs, keep, image_feats)
+        cond = self.encode(obs, keep, image_feats, poses)
         if self.cfg.objective == "flow":
             tau = torch.rand((b,), generator=gen)
             noise = torch.randn(x0.shape, generator=gen)

@@ -62,6 +62,15 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
         language = {"text_encoder": ds.text_encoder, "instructions": ds.instructions}
         if m.text_anchor is not None:
             language["text_anchor"] = m.text_anchor
+    extra: dict[str, Any] = {}
+    if m.pose_readout:
+        if AUX_KEY not in ds.stats:
+            raise ConfigError(
+                "train.model.pose_readout learns the objects' poses: set train.aux_env_state "
+                "(its loss weight, e.g. 1.0) and use a dataset with observation.environment_state"
+            )
+        plo, phi = ds.stats[AUX_KEY]
+        extra["pose_readout"] = {"min": plo.tolist(), "max": phi.tolist()}
     if m.task_experts and ds.group_rows is not None:
         # the experts: each group's rows among the wordings (contract "instructions")
         language["instruction_groups"] = [g.tolist() for g in ds.group_rows]
@@ -86,6 +95,7 @@ def make_contract(cfg: ExperimentConfig, tc: DiffusionTrainConfig, ds: WindowDat
         "dataset": str(tc.dataset),
         "experiment": dump_config(cfg),
         **language,
+        **extra,
     }
 
 
@@ -127,8 +137,8 @@ def _keep_scaling(contract: dict[str, Any], saved: dict[str, Any]) -> None:
     """On resume the network keeps the normalization it was trained with (its weights hold
     it): a dataset that grew since may span a wider range, and the contract must describe
     the weights, so the checkpoint's scaling is kept and the difference is said once."""
-    for key in ("normalization", "action_scale"):
-        if key in saved and saved[key] != contract[key]:
+    for key in ("normalization", "action_scale", "pose_readout"):
+        if key in saved and key in contract and saved[key] != contract[key]:
             wider = _widest_change(saved[key], contract[key])
             print(
                 f"resume: the dataset's {key} differs from the checkpoint's (largest change "
@@ -192,7 +202,7 @@ class AuxPoseHead(torch.nn.Module):
 
 
 def _aux_head(tc: DiffusionTrainConfig, ds: WindowDataset, net: DiffusionNet) -> AuxPoseHead | None:
-    if not tc.aux_env_state:
+    if not tc.aux_env_state or net.pose_head is not None:  # pose_readout: the model's head
         return None
     if not net.encoders:
         raise ConfigError("train.aux_env_state needs a camera among train.model.obs_keys")
@@ -312,7 +322,7 @@ class DiffusionTrainer:
 
         def checkpoint() -> None:
             meta: dict[str, Any] = {"step": step, "losses": losses, "train_s": train_s}
-            if aux is not None:
+            if aux is not None or net.pose_head is not None:
                 meta["aux_losses"] = aux_losses
             save_checkpoint(out, {**contract, "step": step}, net, ema, opt, gen, rng, meta, aux)
             training_curve(losses, out / "training_curve.png", f"{cfg.name}: {step} steps")
@@ -337,10 +347,22 @@ class DiffusionTrainer:
             for g in opt.param_groups:
                 g["lr"] = _lr(tc, step)
             feats: list[torch.Tensor] = []
-            loss = net.loss(obs, torch.from_numpy(act_np), gen, feats if aux is not None else None)
+            poses: list[torch.Tensor] = []
+            loss = net.loss(
+                obs,
+                torch.from_numpy(act_np),
+                gen,
+                feats if aux is not None else None,
+                poses if net.pose_head is not None else None,
+            )
             total = loss
-            if aux is not None:
-                aux_loss = aux(feats, torch.from_numpy(obs_np[AUX_KEY][:, -1]))
+            if aux is not None or poses:
+                true = torch.from_numpy(obs_np[AUX_KEY][:, -1])
+                aux_loss = (
+                    aux(feats, true)
+                    if aux is not None
+                    else torch.nn.functional.mse_loss(poses[0], net.pose_target(true))
+                )
                 aux_losses.append(float(aux_loss.detach()))
                 total = loss + tc.aux_env_state * aux_loss
             opt.zero_grad(set_to_none=True)

@@ -238,6 +238,57 @@ def test_silu_single_group_unet_trains_and_samples(tiny_dataset: Path, tmp_path:
     assert out.shape == (1, 4, 8) and bool(torch.isfinite(out).all())
 
 
+def test_pose_readout_estimates_the_poses_from_the_images_and_conditions_on_them(
+    tiny_image_dataset: Path, tmp_path: Path
+) -> None:
+    """model.pose_readout: a head inside the model learns the cube's pose from the image
+    (its loss falls as train.aux_env_state's does), its estimate feeds the denoiser (changing
+    the head changes the chunk), it exports with parity, and it is refused without its loss
+    or a camera."""
+    import torch
+
+    from tether.core.errors import ConfigError
+    from tether.policies.diffusion.checkpoint import load_net
+    from tether.policies.diffusion.export import export_checkpoint
+    from tether.policies.diffusion.trainer import DiffusionTrainer
+
+    def cfg(steps: int, weight: float, keys: list[str]) -> object:
+        c = experiment(tiny_image_dataset, steps=steps, obs_keys=keys, pose_readout=True)
+        c.train.aux_env_state = weight
+        c.train.checkpoint_every = 100
+        return c
+
+    DiffusionTrainer.train(cfg(200, 1.0, ["state", "images/front"]), tmp_path / "r", resume=False)
+    aux = json.loads((tmp_path / "r" / "train_state.json").read_text())["aux_losses"]
+    assert np.mean(aux[:5]) > 0.05 and np.mean(aux[-20:]) < 0.2 * np.mean(aux[:5]), aux[::20]
+    contract = json.loads((tmp_path / "r" / "contract.json").read_text())
+    assert len(contract["pose_readout"]["min"]) == 7  # the cube's pose
+    assert contract["observation_keys"] == ["state", "images/front"]  # no pose input
+    net, _ = load_net(tmp_path / "r")
+    assert any(k.startswith("pose_head.") for k in net.state_dict())
+    rng = np.random.default_rng(0)
+    shapes, to = contract["obs_shapes"], contract["obs_horizon"]
+    obs = {
+        "state": torch.from_numpy(rng.normal(0, 0.1, (2, to, *shapes["state"])).astype(np.float32)),
+        "images/front": torch.from_numpy(
+            rng.integers(0, 255, (2, to, *shapes["images/front"]), dtype=np.uint8)
+        ),
+    }
+    noise = torch.from_numpy(
+        rng.normal(size=(2, net.cfg.horizon, net.action_dim)).astype(np.float32)
+    )
+    with torch.no_grad():
+        before = net.sample(obs, noise, 3)
+        net.pose_head[-1].bias.add_(1.0)  # type: ignore[index]
+        after = net.sample(obs, noise, 3)
+    assert float((after - before).abs().max()) > 1e-3
+    export_checkpoint(tmp_path / "r", "onnx", None)  # asserts parity <= 1e-4
+    with pytest.raises(ConfigError, match="aux_env_state"):
+        DiffusionTrainer.train(cfg(2, 0.0, ["state", "images/front"]), tmp_path / "a", resume=False)
+    with pytest.raises(ConfigError, match="camera"):
+        DiffusionTrainer.train(cfg(2, 1.0, ["state"]), tmp_path / "b", resume=False)
+
+
 def test_aux_env_state_teaches_the_image_encoder_the_poses_and_stays_out_of_the_model(
     tiny_image_dataset: Path, tmp_path: Path
 ) -> None:

@@ -267,9 +267,9 @@ def test_text_dropout_trains_the_null_instruction(language_dataset: Path) -> Non
     seen: list[torch.Tensor] = []
     encode = net.encode
 
-    def spy(obs, keep=True, image_feats=None):  # type: ignore[no-untyped-def]
+    def spy(obs, keep=True, image_feats=None, poses=None):  # type: ignore[no-untyped-def]
         seen.append(torch.as_tensor(keep))
-        return encode(obs, keep, image_feats)
+        return encode(obs, keep, image_feats, poses)
 
     net.encode = spy  # type: ignore[method-assign]
     b = 4000
