@@ -27,13 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from tether.cli.dataset import ENV_KEY, IMAGE_PREFIX, STATE_KEY
 from tether.core.errors import TetherError
 
-IMAGE_PREFIX = "observation.images."
-STATE_KEY = "observation.state"
-ENV_KEY = "observation.environment_state"
-# the LeRobot columns a writer fills itself
-_AUTO = ("timestamp", "frame_index", "episode_index", "index", "task_index", "task")
 # an object's pose in environment_state: position (3) and quaternion w, x, y, z (4)
 POSE = 7
 
@@ -85,7 +81,7 @@ def rerender_dataset(
     recorded state in ``cfg``'s simulator. Returns the episodes written."""
     from tether.core import registry
     from tether.core.data.lerobot import DatasetError, LeRobotReader, LeRobotWriter
-    from tether.core.data.lerobot_reader import INFO_PATH
+    from tether.core.data.lerobot_reader import DEFAULT_FEATURES, INFO_PATH
     from tether.core.experiment import build_task
 
     root, out = Path(root), Path(out)
@@ -106,7 +102,7 @@ def rerender_dataset(
     kept = {
         k: dict(v)
         for k, v in reader.features.items()
-        if k not in _AUTO and not k.startswith(IMAGE_PREFIX)
+        if k not in DEFAULT_FEATURES and not k.startswith(IMAGE_PREFIX)
     }
     features = {
         **kept,

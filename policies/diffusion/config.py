@@ -82,7 +82,7 @@ class DiffusionModelConfig(BaseModel):
     # (observation.environment_state, scaled to [-1, 1]), trained on the true poses at
     # train.aux_env_state's weight; its estimate (gradient stopped) joins the conditioning.
     # The policy's inputs stay the cameras: the poses are needed in training only, and the
-    # exported graph holds the head (docs/vla.md, 'A pose readout')
+    # exported graph holds the head (docs/vla.md, the model table)
     pose_readout: bool = False
     num_train_timesteps: int = Field(100, ge=2)
     # DDIM steps at inference (export bakes this many into the graph)

@@ -132,6 +132,23 @@ class SpatialSoftmax(nn.Module):
         return (F.softmax(k, -1) @ self.grid).flatten(1)
 
 
+class PoseHead(nn.Module):
+    """Features (B, F) -> the objects' poses (B, P) scaled to [-1, 1] by their training range
+    (``lo``, ``hi``): train.aux_env_state's training-only head and model.pose_readout's."""
+
+    def __init__(self, features: int, lo: np.ndarray, hi: np.ndarray, width: int = 256) -> None:
+        super().__init__()
+        self.target = Affine(lo, hi)
+        self.mlp = nn.Sequential(nn.Linear(features, width), nn.SiLU(), nn.Linear(width, len(lo)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.mlp(x)
+
+    def loss(self, estimate: Tensor, poses: Tensor) -> Tensor:
+        """MSE of an estimate against the true poses (B, P) in world units."""
+        return F.mse_loss(estimate, self.target(poses))
+
+
 class ImageEncoder(nn.Module):
     """A small ResNet: uint8 (N, H, W, 3) -> features (N, 2 * keypoints)."""
 
@@ -463,20 +480,17 @@ class DiffusionNet(nn.Module):
         )
         cond_dim = per_step * cfg.obs_horizon + (cfg.text_dim if self.text else 0)
         # model.pose_readout: cameras' keypoints and joint state (latest frame) -> the
-        # objects' poses scaled to [-1, 1] by pose_target, appended to the conditioning
-        self.pose_head: nn.Module | None = None
+        # objects' poses scaled to [-1, 1], appended to the conditioning
+        self.pose_head: PoseHead | None = None
         if cfg.pose_readout:
             if pose_range is None or not len(self.encoders):
                 raise ConfigError(
                     "model.pose_readout reads the cameras and learns the objects' poses: it "
                     "needs a camera among obs_keys and the dataset's environment_state"
                 )
-            self.pose_target = Affine(*pose_range)
             reads = sum(e.out_dim for e in self.encoders.values())  # type: ignore[misc]
             reads += len(low_dims["state"][0]) if "state" in low_dims else 0
-            self.pose_head = nn.Sequential(
-                nn.Linear(reads, 256), nn.SiLU(), nn.Linear(256, len(pose_range[0]))
-            )
+            self.pose_head = PoseHead(reads, *pose_range)
             cond_dim += len(pose_range[0])
         # per-task experts: the training wordings' unit embeddings (filled by the trainer,
         # then saved with the weights) and which group each belongs to
@@ -557,10 +571,11 @@ class DiffusionNet(nn.Module):
                 feats.append(f.reshape(b, to, -1))
                 if image_feats is not None:
                     image_feats.append(feats[-1][:, -1])
-                readout.append(feats[-1][:, -1])
+                if self.pose_head is not None:
+                    readout.append(feats[-1][:, -1])
             else:
                 feats.append(self.norm[_mod(key)](x))
-                if key == "state":
+                if key == "state" and self.pose_head is not None:
                     readout.append(feats[-1][:, -1])
         cond = torch.cat(feats, -1).flatten(1)
         if self.pose_head is not None:

@@ -33,7 +33,7 @@ from tether.policies.diffusion.config import (
     low_dim,
 )
 from tether.policies.diffusion.dataset import WindowDataset, load_windows
-from tether.policies.diffusion.model import Affine, DiffusionNet, text_norm_stats
+from tether.policies.diffusion.model import DiffusionNet, PoseHead, text_norm_stats
 
 #: the low-dim key train.aux_env_state predicts from the image features
 AUX_KEY = "env_state"
@@ -186,28 +186,16 @@ def _init_from(net: DiffusionNet, path: Path) -> None:
     print(f"init_from {path}: {copied} of {len(state)} tensors copied")
 
 
-class AuxPoseHead(torch.nn.Module):
-    """train.aux_env_state: image features (B, F) -> the objects' poses, scaled to [-1, 1]
-    by the dataset's min/max; its loss is their MSE. Used only in training."""
-
-    def __init__(self, features: int, lo: np.ndarray, hi: np.ndarray, width: int = 256) -> None:
-        super().__init__()
-        self.target = Affine(lo, hi)
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(features, width), torch.nn.SiLU(), torch.nn.Linear(width, len(lo))
-        )
-
-    def forward(self, feats: list[torch.Tensor], poses: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.mse_loss(self.mlp(torch.cat(feats, -1)), self.target(poses))
-
-
-def _aux_head(tc: DiffusionTrainConfig, ds: WindowDataset, net: DiffusionNet) -> AuxPoseHead | None:
+def _aux_head(tc: DiffusionTrainConfig, ds: WindowDataset, net: DiffusionNet) -> PoseHead | None:
+    """train.aux_env_state's head, used only in training: every camera's features of the
+    latest frame -> the objects' poses (None when off, or when model.pose_readout has its
+    head inside the model)."""
     if not tc.aux_env_state or net.pose_head is not None:  # pose_readout: the model's head
         return None
     if not net.encoders:
         raise ConfigError("train.aux_env_state needs a camera among train.model.obs_keys")
     features = sum(int(e.out_dim) for e in net.encoders.values())  # type: ignore[misc]
-    return AuxPoseHead(features, *ds.stats[AUX_KEY])
+    return PoseHead(features, *ds.stats[AUX_KEY])
 
 
 def _lr(tc: DiffusionTrainConfig, step: int) -> float:
@@ -356,13 +344,10 @@ class DiffusionTrainer:
                 poses if net.pose_head is not None else None,
             )
             total = loss
-            if aux is not None or poses:
-                true = torch.from_numpy(obs_np[AUX_KEY][:, -1])
-                aux_loss = (
-                    aux(feats, true)
-                    if aux is not None
-                    else torch.nn.functional.mse_loss(poses[0], net.pose_target(true))
-                )
+            head = aux if aux is not None else net.pose_head
+            if head is not None:
+                estimate = aux(torch.cat(feats, -1)) if aux is not None else poses[0]
+                aux_loss = head.loss(estimate, torch.from_numpy(obs_np[AUX_KEY][:, -1]))
                 aux_losses.append(float(aux_loss.detach()))
                 total = loss + tc.aux_env_state * aux_loss
             opt.zero_grad(set_to_none=True)

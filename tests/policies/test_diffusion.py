@@ -279,7 +279,7 @@ def test_pose_readout_estimates_the_poses_from_the_images_and_conditions_on_them
     )
     with torch.no_grad():
         before = net.sample(obs, noise, 3)
-        net.pose_head[-1].bias.add_(1.0)  # type: ignore[index]
+        net.pose_head.mlp[-1].bias.add_(1.0)  # type: ignore[index, union-attr]
         after = net.sample(obs, noise, 3)
     assert float((after - before).abs().max()) > 1e-3
     export_checkpoint(tmp_path / "r", "onnx", None)  # asserts parity <= 1e-4
