@@ -378,13 +378,18 @@ class ResidualTrainer:
     def evaluate(cls, checkpoint: Path, options: Any) -> dict[str, Any]:
         """What would be deployed: the checkpoint exported (CKPT/export) and served by the
         ``residual_onnx`` policy in the experiment it was trained in, through the caller's
-        episode runner (in-process or over ROS 2, the safety filter in front)."""
+        episode runner (in-process or over ROS 2, the safety filter in front). The export goes
+        to a folder of this evaluation's own, so evaluations of one checkpoint can run side by
+        side (two seed ranges at once) and the checkpoint folder is left as it was."""
+        import tempfile
+
         from tether.policies.evaluation import evaluate_checkpoint
         from tether.policies.residual.export import export_checkpoint
 
-        folder = export_checkpoint(checkpoint, "onnx", checkpoint / "export").parent
-        policy = {"type": "residual_onnx", "model": str(folder.resolve())}
-        summary = evaluate_checkpoint(checkpoint, options, policy)
+        with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
+            folder = export_checkpoint(checkpoint, "onnx", Path(tmp) / "export").parent
+            policy = {"type": "residual_onnx", "model": str(folder.resolve())}
+            summary = evaluate_checkpoint(checkpoint, options, policy)
         summary["base_at_training"] = read_contract(checkpoint).get("base_eval")
         return summary
 

@@ -938,8 +938,12 @@ def test_ppo_residual_removes_a_known_bias(tmp_path: Path) -> None:
     from tether.policies.residual.trainer import ResidualTrainer
 
     opts = EvalOptions(episodes=10, seed=cfg.finetune.eval_seed, out=tmp_path / "eval", video=False)
+    before = sorted(p.name for p in tmp_path.iterdir())
     summary = ResidualTrainer.evaluate(tmp_path, opts)
     assert abs(summary["success_rate"] - result["last_eval_success"]) <= 0.1
+    # the export it serves is its own (two evaluations of one run at once do not clash on
+    # CKPT/export): the checkpoint folder holds what it held, plus the eval output only
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["eval"])
 
 
 @pytest.mark.slow
