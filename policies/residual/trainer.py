@@ -223,7 +223,12 @@ def train(cfg: ExperimentConfig, out: Path, resume: bool) -> dict[str, Any]:
             mod.critic_warmup(algo, o.critic_warmup_steps)
     start = time.perf_counter()
     experiment = dump_config(cfg)
-    solved: dict[str, float] | None = state.get("solved")
+    # solved: the first evaluation at the success target in force (a run resumed with a
+    # higher finetune.success_target trains on past the one it stopped at)
+    solved: dict[str, float] | None = next(
+        ({"env_steps": e[0], "wall_s": e[1]} for e in evals if e[2] >= fcfg.success_target),
+        None,
+    )
     best = max((e[2] for e in evals), default=0.0)
 
     # control steps this run has taken (Monitor counts them)

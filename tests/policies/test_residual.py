@@ -841,6 +841,14 @@ def test_checkpoint_round_trip_and_resume(tmp_path: Path, algorithm: str) -> Non
     restored = load_file(str(tmp_path / "learner.safetensors"))
     assert restored.keys() == learner.keys()
     assert all(torch.equal(restored[k], learner[k]) for k in learner)
+    # as if the run had stopped at a success target of 0.5 (reached at its last evaluation):
+    # resumed with the default target (1.0) it trains on instead of stopping there
+    path = tmp_path / "contract.json"
+    stopped = json.loads(path.read_text())
+    evals = stopped["train_state"]["evals"]
+    evals[-1][2] = 0.5
+    stopped["train_state"]["solved"] = {"env_steps": evals[-1][0], "wall_s": evals[-1][1]}
+    path.write_text(json.dumps(stopped))
     cfg2 = load_config(EXPERIMENT, [*args[1:], "finetune.total_env_steps=2000"])
     second = train(cfg2, tmp_path, resume=True)
     assert second["env_steps"] >= 2000
