@@ -381,11 +381,11 @@ class ResidualTrainer:
 
     @classmethod
     def evaluate(cls, checkpoint: Path, options: Any) -> dict[str, Any]:
-        """What would be deployed: the checkpoint exported (CKPT/export) and served by the
-        ``residual_onnx`` policy in the experiment it was trained in, through the caller's
-        episode runner (in-process or over ROS 2, the safety filter in front). The export goes
-        to a folder of this evaluation's own, so evaluations of one checkpoint can run side by
-        side (two seed ranges at once) and the checkpoint folder is left as it was."""
+        """What would be deployed: the checkpoint exported and served by the ``residual_onnx``
+        policy in the experiment it was trained in, through the caller's episode runner
+        (in-process or over ROS 2, the safety filter in front). The export goes to a temporary
+        folder of this evaluation's own, so evaluations of one checkpoint can run side by side
+        (two seed ranges at once) and the checkpoint folder is left as it was."""
         import tempfile
 
         from tether.policies.evaluation import evaluate_checkpoint
