@@ -170,6 +170,15 @@ class GRPOConfig(BaseModel):
     # those after the scene was already lost; a success from states the mean loses credits
     # the decisions that turned it. Needs explore_gate_floor (the predictor). 0: off
     value_baseline: float = Field(0.0, ge=0, le=1)
+    # replay of the scenes the mean fails (prioritised level replay, Jiang et al. 2021,
+    # with the mean's own outcome as the score): a group whose first episode, the mean's
+    # (with the success gate; else any episode of the group), fails puts its seed in a
+    # queue, and a new group takes the oldest queued seed with this probability instead of
+    # a fresh one, each seed at most replay_max times. In the plateau, where the mean
+    # solves most fresh scenes and most groups carry no signal, more of the groups explore
+    # the scenes still lost. The queue is not saved (a resumed run refills it). 0: off
+    replay_failures: float = Field(0.0, ge=0, lt=1)
+    replay_max: int = Field(3, ge=1)
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
     # turns one group's chance difference into a full-size update (Dr. GRPO)
@@ -206,6 +215,8 @@ class GRPOConfig(BaseModel):
                 f"{' and '.join(uses_gate)} use the success gate's predictor: set "
                 "grpo.explore_gate_floor too"
             )
+        if self.replay_failures > 0 and self.branch != "none":
+            raise ValueError("grpo.replay_failures and grpo.branch both choose scenes: set one")
         lo, hi = self.branch_span
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"branch_span {self.branch_span}: need 0 <= start < end <= 1")

@@ -206,6 +206,11 @@ class GroupPPO:
         # grpo.self_imitation: the decisions of successful episodes (observations, actions)
         self._success_x: deque[np.ndarray] = deque(maxlen=g.imitation_buffer)
         self._success_a: deque[np.ndarray] = deque(maxlen=g.imitation_buffer)
+        # grpo.replay_failures: seeds of scenes the mean failed, oldest first, and how many
+        # times each was replayed; groups that replayed one
+        self._replay: deque[int] = deque()
+        self._replayed: dict[int, int] = {}
+        self.replays = 0
 
     def get_env(self) -> Any:
         return self.venv
@@ -226,6 +231,8 @@ class GroupPPO:
             gate = f", gate mean {np.mean(self._gate_values):.2f}"
         if self._branch:
             gate += f", branched {self.branched}/{self.branched + self.unbranched} scenes"
+        if self.cfg.replay_failures > 0:
+            gate += f", replayed {self.replays} scenes ({len(self._replay)} queued)"
         if "kept" in recent[-1]:
             gate += f", kept successes {recent[-1]['kept']:.0f}"
         return (
@@ -315,11 +322,34 @@ class GroupPPO:
         if self._warm_left > 0:  # the gate's warm-up: one episode of the mean per seed
             self._warm_left -= 1
             size = 1
-        grp = _Group(int(self._rng.integers(0, 2**31 - 1)), size, self._window())
+        grp = _Group(self._next_seed(size), size, self._window())
         self._filling.append(grp)
         grp.unassigned -= 1
         # with the success gate, each group's first episode runs the mean
         return _Slot(grp, greedy=self.gate is not None)
+
+    def _next_seed(self, size: int) -> int:
+        """A new group's scene: with grpo.replay_failures the oldest queued seed of a scene
+        the mean failed (not for the gate's one-episode warm-up groups), else a fresh one."""
+        p = self.cfg.replay_failures
+        if p > 0 and size > 1 and self._replay and self._rng.random() < p:
+            seed = self._replay.popleft()
+            self._replayed[seed] = self._replayed.get(seed, 0) + 1
+            self.replays += 1
+            return seed
+        return int(self._rng.integers(0, 2**31 - 1))
+
+    def _note_outcome(self, grp: _Group) -> None:
+        """grpo.replay_failures: queue a completed group's seed if the mean failed there
+        (its greedy episode; without the gate, any episode of the group), at most
+        replay_max replays per seed."""
+        if self.cfg.replay_failures <= 0:
+            return
+        greedy = [ep for ep in grp.done if ep.greedy]
+        failed = not greedy[0].success if greedy else not all(ep.success for ep in grp.done)
+        if failed and self._replayed.get(grp.seed, 0) < self.cfg.replay_max:
+            if grp.seed not in self._replay:
+                self._replay.append(grp.seed)
 
     def _queue(self, i: int, slot: _Slot) -> None:
         """Env ``i``'s next reset: ``slot``'s seed (and, with grpo.branch, keep its
@@ -409,6 +439,7 @@ class GroupPPO:
                         self._queue(i, queued[i])
                         continue
                     if len(grp.done) == grp.size:
+                        self._note_outcome(grp)
                         if grp in self._filling:
                             self._filling.remove(grp)
                         if self._branch:

@@ -607,6 +607,66 @@ def test_grpo_exploration_curriculum_starts_late_and_moves_to_the_start() -> Non
         FinetuneConfig(grpo={"explore_curriculum_steps": 1000, "explore_window": 5})
 
 
+def test_grpo_replays_the_scenes_the_mean_fails() -> None:
+    """grpo.replay_failures: a completed group whose mean episode failed queues its seed;
+    new groups take queued seeds (oldest first) with that probability, each at most
+    replay_max times; a scene the mean solves is not queued; off, no seed repeats."""
+    from pydantic import ValidationError
+
+    from tether.policies.residual import grpo
+    from tether.policies.residual.config import FinetuneConfig
+
+    model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [8])
+
+    def learner(p: float) -> grpo.GroupPPO:
+        fcfg = FinetuneConfig(
+            algorithm="grpo", seed=0,
+            grpo={"explore_gate_floor": 0.05, "gate_warmup_episodes": 0, "group_size": 4,
+                  "replay_failures": p, "replay_max": 2},
+        )  # fmt: skip
+        return grpo.GroupPPO(None, fcfg, model)
+
+    def complete(algo: grpo.GroupPPO, seed: int, mean_succeeds: bool) -> None:
+        grp = grpo._Group(seed, 4, None)
+        mean = grpo._Episode(greedy=True)
+        mean.success = mean_succeeds
+        explored = [grpo._Episode() for _ in range(3)]
+        explored[0].success = True  # the noise's outcome does not decide
+        grp.done = [mean, *explored]
+        algo._note_outcome(grp)
+
+    algo = learner(0.5)
+    complete(algo, 11, mean_succeeds=False)
+    complete(algo, 12, mean_succeeds=True)
+    complete(algo, 13, mean_succeeds=False)
+    complete(algo, 11, mean_succeeds=False)  # already queued: once
+    assert list(algo._replay) == [11, 13]
+    seeds = [algo._next_seed(4) for _ in range(400)]
+    assert seeds.count(11) == 1 and seeds.count(13) == 1 and 12 not in seeds
+    assert seeds.index(11) < seeds.index(13)  # oldest first
+    assert algo.replays == 2 and not algo._replay
+    assert algo._next_seed(1) not in (11, 13)  # a warm-up group of one takes a fresh seed
+    # the mean fails it again: queued again until replay_max replays
+    complete(algo, 11, mean_succeeds=False)
+    assert list(algo._replay) == [11]
+    while algo._replay:
+        algo._next_seed(4)
+    complete(algo, 11, mean_succeeds=False)
+    assert not algo._replay  # replayed twice (replay_max): no more
+    # about replay_failures of the new groups replay while the queue holds seeds
+    algo = learner(0.5)
+    for seed in range(1000):
+        complete(algo, seed, mean_succeeds=False)
+    drawn = [algo._next_seed(4) for _ in range(400)]
+    assert 150 < sum(s < 1000 for s in drawn) < 250
+    # off: nothing is queued
+    off = learner(0.0)
+    complete(off, 11, mean_succeeds=False)
+    assert not off._replay
+    with pytest.raises(ValidationError, match="set one"):
+        FinetuneConfig(grpo={"replay_failures": 0.5, "branch": "failures"})
+
+
 def test_grpo_success_gate_quiets_the_noise_where_episodes_succeed() -> None:
     """The gate learns P(success | observation) from finished episodes and scales the
     noise by 1 - P (not below its floor); the stored gate makes the update's
