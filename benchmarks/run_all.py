@@ -350,7 +350,7 @@ def residual_rl_table(d: dict) -> list[str]:
     ceiling = d.get("scripted_residual")
     if ceiling:
         rows.append(
-            f"| ceiling: base + a hand-written residual with the true poses, same space, bound "
+            f"| reference: base + a hand-written residual with the true poses, same space, bound "
             f"and hold | {ceiling['mode'].replace('_', '-')} | {ceiling['episodes']} "
             f"({ceiling['seeds'][0]}-{ceiling['seeds'][1]}) | "
             f"{ceiling['successes']}/{ceiling['episodes']} "
