@@ -179,6 +179,14 @@ class GRPOConfig(BaseModel):
     # the scenes still lost. The queue is not saved (a resumed run refills it). 0: off
     replay_failures: float = Field(0.0, ge=0, lt=1)
     replay_max: int = Field(3, ge=1)
+    # the policy PPO's ratio (and the KL early stop) is taken against: False, the one each
+    # decision ran with (its stored log-probability); True, the policy at the start of this
+    # update, the log-probabilities recomputed then (as phasic policy gradient does after
+    # its auxiliary phase). Self-imitation moves the mean between updates, and where the
+    # success gate shrinks the noise (std x 0.05) a small move of the mean is a large KL to
+    # the stored ones: the update then stops before its first minibatch (docs/residual_rl.md
+    # 'The update that stopped')
+    refresh_log_probs: bool = False
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
     # turns one group's chance difference into a full-size update (Dr. GRPO)

@@ -217,7 +217,8 @@ class GroupPPO:
 
     def status(self) -> str:
         """The updates since the last call, for the progress line: groups with a signal,
-        KL and epochs per update, exploration std."""
+        KL (at the last minibatch; and of the update's start to the decisions' stored
+        log-probabilities) and epochs per update, exploration std."""
         recent, self._reported = self.updates[self._reported :], len(self.updates)
         std = float(self.policy.log_std.detach().exp().mean())
         if not recent:
@@ -226,6 +227,7 @@ class GroupPPO:
         groups = sum(u["groups"] for u in recent)
         kl = np.mean([u["kl"] for u in recent if u["mixed"]] or [0.0])
         epochs = np.mean([u["epochs"] for u in recent if u["mixed"]] or [0.0])
+        stale = np.mean([u.get("stale_kl", 0.0) for u in recent if u["mixed"]] or [0.0])
         gate = ""
         if self.gate is not None and self._gate_values:
             gate = f", gate mean {np.mean(self._gate_values):.2f}"
@@ -237,7 +239,8 @@ class GroupPPO:
             gate += f", kept successes {recent[-1]['kept']:.0f}"
         return (
             f"{len(recent)} updates, groups with a signal {mixed:.0f}/{groups:.0f}, "
-            f"kl {kl:.3f}, epochs {epochs:.1f}, std {std:.3f}{gate}"
+            f"kl {kl:.3f} (since the rollout {stale:.3f}), epochs {epochs:.1f}, "
+            f"std {std:.3f}{gate}"
         )
 
     # ---- rollouts ---------------------------------------------------------------------
@@ -347,9 +350,9 @@ class GroupPPO:
             return
         greedy = [ep for ep in grp.done if ep.greedy]
         failed = not greedy[0].success if greedy else not all(ep.success for ep in grp.done)
-        if failed and self._replayed.get(grp.seed, 0) < self.cfg.replay_max:
-            if grp.seed not in self._replay:
-                self._replay.append(grp.seed)
+        fresh = grp.seed not in self._replay
+        if failed and fresh and self._replayed.get(grp.seed, 0) < self.cfg.replay_max:
+            self._replay.append(grp.seed)
 
     def _queue(self, i: int, slot: _Slot) -> None:
         """Env ``i``'s next reset: ``slot``'s seed (and, with grpo.branch, keep its
@@ -496,6 +499,11 @@ class GroupPPO:
         g = torch.as_tensor(np.array(gates), dtype=torch.float32)
         if c.normalize_advantage:
             advantage = advantage / (advantage.std() + 1e-8)
+        with torch.no_grad():  # how far the policy moved since these decisions ran
+            now = self._log_prob(self.policy.distribution(x), g, a)
+            record["stale_kl"] = float(((now - old).exp() - 1 - (now - old)).mean())
+        if c.refresh_log_probs:
+            old = now
         count = x.shape[0]
         for epoch in range(c.epochs):
             order = torch.randperm(count, generator=self.generator)

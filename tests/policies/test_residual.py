@@ -667,6 +667,63 @@ def test_grpo_replays_the_scenes_the_mean_fails() -> None:
         FinetuneConfig(grpo={"replay_failures": 0.5, "branch": "failures"})
 
 
+def test_grpo_refreshed_log_probs_let_an_update_run_after_the_mean_moved() -> None:
+    """grpo.refresh_log_probs: after the mean moved (as self-imitation moves it) by a step
+    that is small against the noise but large against the gated noise (std x 0.05), the
+    stored log-probabilities are far from the policy's: the KL early stop ends the update
+    before its first minibatch and nothing is learnt. Refreshed at the update's start, the
+    same update runs its epochs and moves the mean from the failure's action towards the
+    success's."""
+    import torch
+
+    from tether.policies.residual import grpo
+    from tether.policies.residual.config import FinetuneConfig
+
+    def update(refresh: bool) -> tuple[dict[str, float], float]:
+        torch.manual_seed(0)
+        model = ResidualMLP(np.zeros(2), np.ones(2), np.array([-1.0]), np.array([1.0]), 1.0, [8])
+        fcfg = FinetuneConfig(
+            algorithm="grpo", seed=0,
+            grpo={"group_size": 2, "init_std": 0.3, "epochs": 5, "batch_size": 64,
+                  "target_kl": 0.02, "refresh_log_probs": refresh},
+        )  # fmt: skip
+        algo = grpo.GroupPPO(None, fcfg, model)
+        g = np.random.default_rng(1)
+        obs = [g.standard_normal(3).astype(np.float32) for _ in range(64)]  # 2 features + base
+        x = torch.as_tensor(np.stack(obs))
+        with torch.no_grad():
+            mean = algo.policy.net(x).numpy()
+        gate = torch.full((64,), 0.05)
+        episodes = []
+        for success, sign in ((True, 1.0), (False, -1.0)):
+            ep = grpo._Episode()
+            ep.obs = obs
+            ep.actions = [m + sign * 0.015 for m in mean]  # one gated std either way
+            with torch.no_grad():
+                dist = algo.policy.distribution(x)
+                ep.logp = algo._log_prob(dist, gate, torch.as_tensor(np.stack(ep.actions)))
+            ep.logp = ep.logp.tolist()
+            ep.gate = gate.tolist()
+            ep.success, ep.ret = success, float(success)
+            episodes.append(ep)
+        with torch.no_grad():  # the mean moves by 0.03, 2 gated stds, 0.1 of the noise
+            algo.policy.net[-1].bias += 0.03
+            before = algo.policy.net(x).mean().item()
+        algo._update([episodes])
+        with torch.no_grad():
+            after = algo.policy.net(x).mean().item()
+        return algo.updates[-1], after - before
+
+    stale, moved_stale = update(refresh=False)
+    assert stale["stale_kl"] > 0.5 and stale["epochs"] == 0.0 and moved_stale == 0.0
+    fresh, moved = update(refresh=True)
+    assert fresh["stale_kl"] == pytest.approx(stale["stale_kl"])
+    assert fresh["epochs"] > 0.0
+    # the group-relative gradient points from the failed episode's action to the
+    # successful one's (+0.03), wherever the mean now is
+    assert moved > 1e-4
+
+
 def test_grpo_success_gate_quiets_the_noise_where_episodes_succeed() -> None:
     """The gate learns P(success | observation) from finished episodes and scales the
     noise by 1 - P (not below its floor); the stored gate makes the update's
