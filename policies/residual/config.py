@@ -185,7 +185,8 @@ class GRPOConfig(BaseModel):
     # its auxiliary phase). Self-imitation moves the mean between updates, and where the
     # success gate shrinks the noise (std x 0.05) a small move of the mean is a large KL to
     # the stored ones: the update then stops before its first minibatch (docs/residual_rl.md
-    # 'The update that stopped')
+    # 'The update that stopped': on, one run on peg-in-hole made 170 of 200 unseen seeds in
+    # 60 min where the same seed off made 173)
     refresh_log_probs: bool = False
     # divide the advantages by their std over the update's steps; off by default: the
     # group-relative advantages of a 0/1 reward are already in [-1, 1], and normalising
