@@ -37,6 +37,12 @@ from tether.policies.residual.config import FinetuneConfig
 from tether.policies.residual.model import ResidualMLP
 
 
+def _approx_kl(log_ratio: torch.Tensor, ratio: torch.Tensor | None = None) -> float:
+    """The mean of (ratio - 1) - log ratio: the KL estimator SB3's PPO stops on."""
+    ratio = log_ratio.exp() if ratio is None else ratio
+    return float(((ratio - 1) - log_ratio).mean())
+
+
 class GaussianResidual(nn.Module):
     """The learner's policy: mean = the residual network's pre-tanh output (it *is*
     ``model.net``, shared, so the residual model is always the current mean), a learned
@@ -501,7 +507,7 @@ class GroupPPO:
             advantage = advantage / (advantage.std() + 1e-8)
         with torch.no_grad():  # how far the policy moved since these decisions ran
             now = self._log_prob(self.policy.distribution(x), g, a)
-            record["stale_kl"] = float(((now - old).exp() - 1 - (now - old)).mean())
+            record["stale_kl"] = _approx_kl(now - old)
         if c.refresh_log_probs:
             old = now
         count = x.shape[0]
@@ -513,7 +519,7 @@ class GroupPPO:
                 log_ratio = new - old[idx]
                 ratio = log_ratio.exp()
                 with torch.no_grad():  # the estimator SB3's PPO stops on, before the step
-                    kl = float(((ratio - 1) - log_ratio).mean())
+                    kl = _approx_kl(log_ratio, ratio)
                 record["kl"], record["epochs"] = kl, float(epoch + start / count)
                 if c.target_kl is not None and kl > 1.5 * c.target_kl:
                     return
