@@ -20,10 +20,12 @@ In one run, on seeds no training used (1000 on; the demonstrations are seeds 0-2
   sub-task it was fine-tuned on (its model.json), the same seeds, in process and over ROS 2,
   and the fine-tuning run's summary (model.json's ``result``).
 
-Writes benchmarks/results/vla.json (``--finetune-only``: the fine-tuning part alone, merged
-into the existing file).
+Writes benchmarks/results/vla.json (``--finetune-only``: the fine-tuning part alone;
+``--latency-only``: the latency and the training record alone; each merged into the
+existing file).
 
-    python benchmarks/vla.py [--episodes N] [--ros-episodes N] [--follow N] [--finetune-only]
+    python benchmarks/vla.py [--episodes N] [--ros-episodes N] [--follow N]
+                             [--finetune-only | --latency-only]
 """
 
 from __future__ import annotations
@@ -142,6 +144,13 @@ def finetune(episodes: int, ros_episodes: int) -> dict[str, Any] | None:
     return out
 
 
+def training_record() -> dict[str, Any]:
+    """The shipped model's training run, from its folder's train.json."""
+    train = json.loads((MODEL / "train.json").read_text())
+    keys = ("steps", "batch_size", "train_s", "episodes", "samples", "parameters")
+    return {k: train.get(k) for k in keys}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--episodes", type=int, default=50, help="in-process episodes per case")
@@ -150,7 +159,21 @@ def main() -> int:
     ap.add_argument(
         "--finetune-only", action="store_true", help="only the fine-tuning part, merged"
     )
+    ap.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="only the latency and the training record (model folder's train.json), merged",
+    )
     args = ap.parse_args()
+    if args.latency_only:
+        path = REPO / "benchmarks" / "results" / "vla.json"
+        data = json.loads(path.read_text())
+        for key in ("benchmark", "machine"):
+            data.pop(key, None)
+        data["latency_ms"] = {"chunk_with_images": chunk_latency(), "text_encoder": text_latency()}
+        data["training"] = training_record()
+        write_result("vla", data)
+        return 0
     if args.finetune_only:
         path = REPO / "benchmarks" / "results" / "vla.json"
         data = json.loads(path.read_text())
@@ -189,7 +212,6 @@ def main() -> int:
                 {"subtask": sub, "instruction": text, **evaluate(args.ros_episodes, ov, True)}
             )
             print(f"{sub} over ROS 2: {ros[-1]['successes']}/{args.ros_episodes}", flush=True)
-    train = json.loads((MODEL / "train.json").read_text())
     mean = lambda p: float(np.mean([c["success_rate"] for c in cases if c["phrasing"] == p]))  # noqa: E731
     write_result(
         "vla",
@@ -215,10 +237,7 @@ def main() -> int:
             },
             "ros2": ros,
             "latency_ms": {"chunk_with_images": chunk_latency(), "text_encoder": text_latency()},
-            "training": {
-                k: train.get(k)
-                for k in ("steps", "batch_size", "train_s", "episodes", "samples", "parameters")
-            },
+            "training": training_record(),
             "finetune": finetune(args.episodes, args.ros_episodes),
         },
     )

@@ -1277,7 +1277,7 @@ def test_a_vla_base_sees_its_cameras_and_instruction_in_the_env() -> None:
     assert cfg.finetune is not None
     env = ResidualEnv(cfg, cfg.finetune)
     assert env.keys == ["state", "env_state"] and [c.name for c in env.cameras] == [
-        "front",
+        "table",
         "wrist",
     ]
     env.reset(seed=1003)
