@@ -414,3 +414,51 @@ def test_warm_up_runs_both_forms_and_changes_no_chunk(
         )
         for w, c in zip(warm, cold, strict=True):
             np.testing.assert_array_equal(w.act(obs).actions, c.act(obs).actions)
+
+
+@pytest.mark.parametrize(
+    ("action_dim", "norm_groups", "res_blocks", "mid_blocks", "activation"),
+    [(4, 8, 1, 0, "silu"), (8, 1, 2, None, "mish"), (4, 4, 2, 1, "silu")],
+)
+def test_grouped_experts_compute_each_expert(
+    action_dim: int, norm_groups: int, res_blocks: int, mid_blocks: int | None, activation: str
+) -> None:
+    """model.task_experts' K U-Nets in the exported graph as one GroupedUnet (grouped convs,
+    norms over the K channel blocks, FiLM terms side by side): block k of its output is
+    expert k's prediction at every step, with as many convolutions as one expert has (the
+    per-node overhead is what batch 1 pays). Covers a shared input's identity skip
+    (action_dim = the first width), one-group and grouped norms, mid blocks or none."""
+    from tether.policies.diffusion.inference import FastUnet, GroupedUnet
+    from tether.policies.diffusion.model import ConditionalUnet1d
+
+    torch.manual_seed(0)
+    k, cond_dim, horizon, steps = 3, 6, 8, [90, 50, 10]
+    unets = []
+    for _ in range(k):
+        u = ConditionalUnet1d(
+            action_dim, cond_dim, [8, 16], 3, 8, norm_groups, activation, res_blocks, mid_blocks
+        ).eval()
+        with torch.no_grad():  # distinct experts with non-trivial affines and biases
+            for p in u.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+        unets.append(FastUnet(u, horizon, steps))
+    grouped = GroupedUnet(unets)
+
+    def convs(m: torch.nn.Module) -> int:
+        kinds = (torch.nn.Conv2d, torch.nn.ConvTranspose2d)
+        return sum(isinstance(c, kinds) for c in m.modules())
+
+    assert convs(grouped) == convs(unets[0])
+    x = torch.randn(2, action_dim, 1, horizon)
+    cond = torch.randn(2, cond_dim)
+    with torch.no_grad():
+        films = grouped.films(cond)
+        for s in range(len(steps)):
+            got = grouped(x, films[s]).unflatten(1, (k, -1))
+            assert got.shape == (2, k, action_dim, 1, horizon)
+            for e, u in enumerate(unets):
+                ref = u(x, u.films(cond)[s])
+                assert float((got[:, e] - ref).abs().max()) <= 1e-5
+                assert float(ref.abs().max()) > 0.0
+            # the experts differ, so a mix-up of their blocks would show
+            assert float((got[:, 0] - got[:, 1]).abs().max()) > 1e-2
