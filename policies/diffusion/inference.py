@@ -20,8 +20,9 @@ and in slow element-wise kernels, so the rearrangement is about nodes, not FLOPs
 - the DDIM coefficients and the final transpose are constants of the graph.
 - per-task experts (``model.task_experts``) run as one U-Net of grouped convolutions
   (``GroupedUnet``): the same FLOPs in a quarter of the nodes; on the shipped four-expert
-  VLA one chunk takes 0.51 of the time of four separate U-Nets, with the same actions to
-  1.2e-7 (docs/vla.md).
+  VLA one chunk takes 0.60 of the time of four separate U-Nets, with the same actions to
+  1.2e-7 (the transposed convolutions block-diagonal: onnx's reference evaluator has no
+  grouped ConvTranspose) (docs/vla.md).
 
 Networks other than the U-Net sample through ``DiffusionNet.sample`` unchanged.
 """
@@ -233,7 +234,7 @@ class FastUnet(nn.Module):
 def _grouped_conv(convs: list[nn.Module], shared: bool) -> nn.Module:
     """One Conv2d / ConvTranspose2d computing K same-shaped ones side by side: on one shared
     input (``shared``, plain convolutions only; the outputs concatenated), or each on its
-    own block of the input channels (groups=K)."""
+    own block of the input channels (groups=K; a transposed one block-diagonal)."""
     first = convs[0]
     if isinstance(first, nn.Identity):
         return first
@@ -242,19 +243,27 @@ def _grouped_conv(convs: list[nn.Module], shared: bool) -> nn.Module:
     transposed = isinstance(first, nn.ConvTranspose2d)
     assert not (shared and transposed)
     kind = nn.ConvTranspose2d if transposed else nn.Conv2d
+    # a transposed one is block-diagonal with groups=1 (exact zeros between the experts):
+    # onnx's reference evaluator has no grouped ConvTranspose, and these up-samplings are
+    # a small share of the U-Net
+    groups = 1 if shared or transposed else k
     out = kind(
         first.in_channels * (1 if shared else k),
         first.out_channels * k,
         first.kernel_size,  # type: ignore[arg-type]
         first.stride,  # type: ignore[arg-type]
         first.padding,  # type: ignore[arg-type]
-        groups=1 if shared else k,
+        groups=groups,
         bias=first.bias is not None,
     )
     with torch.no_grad():
-        # Conv2d weights are (out, in / groups, ...) and ConvTranspose2d's (in, out / groups,
-        # ...): both stack the K along their first axis
-        out.weight.copy_(torch.cat([c.weight for c in convs], 0))  # type: ignore[union-attr]
+        if transposed:  # weights (in, out, ...): expert e's block on the diagonal
+            out.weight.zero_()
+            cin, cout = first.in_channels, first.out_channels
+            for e, c in enumerate(convs):
+                out.weight[e * cin : (e + 1) * cin, e * cout : (e + 1) * cout] = c.weight  # type: ignore[index]
+        else:  # Conv2d weights (out, in / groups, ...): the K stacked along the first axis
+            out.weight.copy_(torch.cat([c.weight for c in convs], 0))  # type: ignore[union-attr]
         if out.bias is not None:
             out.bias.copy_(torch.cat([c.bias for c in convs], 0))  # type: ignore[union-attr]
     return out
