@@ -144,6 +144,14 @@ def finetune(episodes: int, ros_episodes: int) -> dict[str, Any] | None:
     return out
 
 
+def merge_into_result(**parts: Any) -> None:
+    """Replace ``parts`` in the existing benchmarks/results/vla.json, the rest kept."""
+    data = json.loads((REPO / "benchmarks" / "results" / "vla.json").read_text())
+    for key in ("benchmark", "machine"):  # write_result adds them afresh
+        data.pop(key, None)
+    write_result("vla", {**data, **parts})
+
+
 def training_record() -> dict[str, Any]:
     """The shipped model's training run, from its folder's train.json."""
     train = json.loads((MODEL / "train.json").read_text())
@@ -166,21 +174,11 @@ def main() -> int:
     )
     args = ap.parse_args()
     if args.latency_only:
-        path = REPO / "benchmarks" / "results" / "vla.json"
-        data = json.loads(path.read_text())
-        for key in ("benchmark", "machine"):
-            data.pop(key, None)
-        data["latency_ms"] = {"chunk_with_images": chunk_latency(), "text_encoder": text_latency()}
-        data["training"] = training_record()
-        write_result("vla", data)
+        latency = {"chunk_with_images": chunk_latency(), "text_encoder": text_latency()}
+        merge_into_result(latency_ms=latency, training=training_record())
         return 0
     if args.finetune_only:
-        path = REPO / "benchmarks" / "results" / "vla.json"
-        data = json.loads(path.read_text())
-        for key in ("benchmark", "machine"):  # write_result adds them afresh
-            data.pop(key, None)
-        data["finetune"] = finetune(args.episodes, args.ros_episodes)
-        write_result("vla", data)
+        merge_into_result(finetune=finetune(args.episodes, args.ros_episodes))
         return 0
     cases, raw = [], []
     # the model as shipped (its instruction anchoring, model.json's text_anchor), then the

@@ -20,9 +20,9 @@ and in slow element-wise kernels, so the rearrangement is about nodes, not FLOPs
 - the DDIM coefficients and the final transpose are constants of the graph.
 - per-task experts (``model.task_experts``) run as one U-Net of grouped convolutions
   (``GroupedUnet``): the same FLOPs in a quarter of the nodes; on the shipped four-expert
-  VLA one chunk takes 0.60 of the time of four separate U-Nets, with the same actions to
-  1.2e-7 (the transposed convolutions block-diagonal: onnx's reference evaluator has no
-  grouped ConvTranspose) (docs/vla.md).
+  VLA one chunk takes 0.60 of the time of four separate U-Nets, with the same actions (the
+  transposed convolutions block-diagonal: onnx's reference evaluator has no grouped
+  ConvTranspose; docs/vla.md).
 
 Networks other than the U-Net sample through ``DiffusionNet.sample`` unchanged.
 """
@@ -224,11 +224,15 @@ class FastUnet(nn.Module):
         for r in self.mid:
             h = r(h, *next(it))
         for res, up in zip(self.up, self.up_conv, strict=True):
-            h = torch.cat([h, skips.pop()], 1)
+            h = self._join(h, skips.pop())
             for r in res:
                 h = r(h, *next(it))
             h = up(h)
         return self.final(h)  # type: ignore[no-any-return]
+
+    def _join(self, h: Tensor, skip: Tensor) -> Tensor:
+        """The up path's input: h and the down path's skip, along the channels."""
+        return torch.cat([h, skip], 1)
 
 
 def _grouped_conv(convs: list[nn.Module], shared: bool) -> nn.Module:
@@ -380,28 +384,11 @@ class GroupedUnet(FastUnet):
         self.register_buffer("film_table", table.contiguous())
         self.w_cond = nn.Parameter(w_cond.contiguous(), requires_grad=False)
 
-    def forward(self, x: Tensor, film: list[tuple[Tensor, Tensor]]) -> Tensor:
-        it = iter(film)
-        h = x
-        skips = []
-        res: Any
-        for res, down in zip(self.down, self.down_conv, strict=True):
-            for r in res:
-                h = r(h, *next(it))
-            skips.append(h)
-            h = down(h)
-        for r in self.mid:
-            h = r(h, *next(it))
-        for res, up in zip(self.up, self.up_conv, strict=True):
-            # [h_1 .. h_K] and [s_1 .. s_K] -> [h_1 s_1 .. h_K s_K]: each expert's own input
-            # block for the grouped convolutions after it
-            s = skips.pop()
-            h = torch.cat([h.unflatten(1, (self.k, -1)), s.unflatten(1, (self.k, -1))], 2)
-            h = h.flatten(1, 2)
-            for r in res:
-                h = r(h, *next(it))
-            h = up(h)
-        return self.final(h)  # type: ignore[no-any-return]
+    def _join(self, h: Tensor, skip: Tensor) -> Tensor:
+        """[h_1 .. h_K] and [s_1 .. s_K] -> [h_1 s_1 .. h_K s_K]: each expert's own input
+        block for the grouped convolutions after it."""
+        joined = torch.cat([h.unflatten(1, (self.k, -1)), skip.unflatten(1, (self.k, -1))], 2)
+        return joined.flatten(1, 2)
 
 
 class FastSampler(nn.Module):
